@@ -1,0 +1,74 @@
+"""Signoff's audit log: an append-only, hash-linked, signed record of every review decision.
+
+The public surface is re-exported here; modules are small and each has one job:
+``canonical`` (RFC 8785), ``entry`` (records and hashes), ``merkle`` (RFC 9162),
+``keys`` (Ed25519), ``store`` (SQLite/PostgreSQL), ``rules`` (the review lifecycle),
+``reviews`` (the service), ``verify`` (the auditor's check) and ``cli`` (``audit``).
+"""
+
+from audit.canonical import canonical, digest
+from audit.entry import Entry
+from audit.errors import (
+    AlreadyResumed,
+    AuditError,
+    CanonicalFormError,
+    DeadlinePassed,
+    DuplicateReview,
+    ExecutionMismatch,
+    FrontierNotReady,
+    InvalidEntry,
+    LogExists,
+    LogNotFound,
+    MissingReason,
+    NotAllowed,
+    PatchFailed,
+    ReviewClosed,
+    ReviewError,
+    SchemaViolation,
+    StoreError,
+    UnknownFrontier,
+    UnknownReview,
+    VerificationFailed,
+)
+from audit.keys import Signer
+from audit.reviews import CallSpec, Frontier, Policy, Review, ReviewerInfo, ReviewService
+from audit.schema import check_args
+from audit.store import Checkpoint, LogInfo, Store, open_store
+
+__all__ = [
+    "AlreadyResumed",
+    "AuditError",
+    "CallSpec",
+    "CanonicalFormError",
+    "Checkpoint",
+    "DeadlinePassed",
+    "DuplicateReview",
+    "Entry",
+    "ExecutionMismatch",
+    "Frontier",
+    "FrontierNotReady",
+    "InvalidEntry",
+    "LogExists",
+    "LogInfo",
+    "LogNotFound",
+    "MissingReason",
+    "NotAllowed",
+    "PatchFailed",
+    "Policy",
+    "Review",
+    "ReviewClosed",
+    "ReviewError",
+    "ReviewService",
+    "ReviewerInfo",
+    "SchemaViolation",
+    "Signer",
+    "Store",
+    "StoreError",
+    "UnknownFrontier",
+    "UnknownReview",
+    "VerificationFailed",
+    "canonical",
+    "check_args",
+    "digest",
+    "open_store",
+]

@@ -1,0 +1,161 @@
+"""Log entries: their fields, canonical bytes and hashes (DESIGN.md "The record").
+
+``hash = SHA-256(0x00 || canonical bytes)`` is the RFC 9162 §2.1.1 leaf hash, so one value
+links the chain (``prev``) and forms the Merkle leaf. Every hash is written with its
+algorithm prefix, ``sha256:<hex>``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from audit.canonical import canonical
+from audit.errors import InvalidEntry
+from audit.merkle import leaf_hash
+
+VERSION = 1
+ZERO_HASH = "sha256:" + "0" * 64
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+ACTOR = re.compile(r"^(human|agent|service|log):[^\s]{1,200}$")
+
+KINDS = frozenset(
+    {
+        "review.opened",
+        "review.approved",
+        "review.edited",
+        "review.rejected",
+        "review.expired",
+        "review.withdrawn",
+        "run.resumed",
+        "tool.executed",
+        "reviewer.enrolled",
+        "reviewer.disabled",
+        "key.enrolled",
+    }
+)
+DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
+OUTCOMES = {
+    "review.approved": "approved",
+    "review.edited": "edited",
+    "review.rejected": "rejected",
+    "review.expired": "expired",
+    "review.withdrawn": "withdrawn",
+}
+
+
+def format_hash(digest: bytes) -> str:
+    return "sha256:" + digest.hex()
+
+
+def parse_hash(text: str) -> bytes:
+    if not text.startswith("sha256:") or len(text) != 71:
+        raise ValueError(f"expected 'sha256:' and 64 hex digits, found {text[:80]!r}")
+    return bytes.fromhex(text[7:])
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
+
+
+def statement(kind: str, actor: str, body: dict[str, Any]) -> bytes:
+    """The bytes an actor signs: ``canonical({"kind", "actor", "body"})`` (no seq, prev or at)."""
+    return canonical({"kind": kind, "actor": actor, "body": body})
+
+
+def check_actor(actor: str, field: str = "actor") -> None:
+    if not isinstance(actor, str) or not ACTOR.match(actor):
+        raise InvalidEntry(
+            f"{field}: expected 'human:|agent:|service:|log:' followed by a name without spaces, found {actor!r}"
+        )
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One log entry as stored: its parsed fields, exact canonical bytes and leaf hash."""
+
+    seq: int
+    log: str
+    prev: str
+    at: str
+    actor: str
+    kind: str
+    body: dict[str, Any]
+    sig: dict[str, str] | None
+    raw: bytes
+    hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "v": VERSION,
+            "log": self.log,
+            "seq": self.seq,
+            "prev": self.prev,
+            "at": self.at,
+            "actor": self.actor,
+            "kind": self.kind,
+            "body": self.body,
+        }
+        if self.sig is not None:
+            data["sig"] = self.sig
+        return data
+
+    @property
+    def review(self) -> str | None:
+        value = self.body.get("review")
+        return value if isinstance(value, str) else None
+
+
+def build(
+    *,
+    log: str,
+    seq: int,
+    prev: str,
+    at: str,
+    actor: str,
+    kind: str,
+    body: dict[str, Any],
+    sig: dict[str, str] | None = None,
+) -> Entry:
+    """Make an entry, refusing malformed fields before anything is written."""
+    check_actor(actor)
+    if kind not in KINDS:
+        raise InvalidEntry(f"kind: expected one of {sorted(KINDS)}, found {kind!r}")
+    if not isinstance(body, dict):
+        raise InvalidEntry(f"body: expected a JSON object, found {type(body).__name__}")
+    data: dict[str, Any] = {
+        "v": VERSION,
+        "log": log,
+        "seq": seq,
+        "prev": prev,
+        "at": at,
+        "actor": actor,
+        "kind": kind,
+        "body": body,
+    }
+    if sig is not None:
+        data["sig"] = sig
+    raw = canonical(data)
+    return Entry(seq, log, prev, at, actor, kind, body, sig, raw, format_hash(leaf_hash(raw)))
+
+
+def from_json(data: dict[str, Any], raw: bytes) -> Entry:
+    """Rebuild an :class:`Entry` from parsed stored bytes (no checks; the verifier checks)."""
+    return Entry(
+        seq=data["seq"],
+        log=data["log"],
+        prev=data["prev"],
+        at=data["at"],
+        actor=data["actor"],
+        kind=data["kind"],
+        body=data["body"],
+        sig=data.get("sig"),
+        raw=raw,
+        hash=format_hash(leaf_hash(raw)),
+    )

@@ -1,0 +1,196 @@
+"""The review lifecycle rules (DESIGN.md "The review lifecycle", rules 1–6), as pure functions.
+
+The review service calls these inside the transaction that writes each entry, against
+state read after the head lock; ``audit verify`` calls the very same functions while it
+streams the log. Plain data in, a new state or a specific :class:`ReviewError` out.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jsonpatch
+
+from audit.canonical import check, digest
+from audit.entry import OUTCOMES
+from audit.errors import (
+    AlreadyResumed,
+    DeadlinePassed,
+    ExecutionMismatch,
+    FrontierNotReady,
+    MissingReason,
+    NotAllowed,
+    PatchFailed,
+    ReviewClosed,
+    UnknownReview,
+)
+from audit.schema import check_args
+
+FINAL = frozenset(OUTCOMES.values()) | {"closed"}  # "closed": final, folded away by the verifier
+RUNNABLE = frozenset({"approved", "edited"})
+
+
+@dataclass(frozen=True)
+class ReviewerState:
+    id: str
+    roles: tuple[str, ...]
+    tools: tuple[str, ...]
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class ReviewState:
+    """What the rules need to know of one review."""
+
+    id: str
+    frontier: str
+    tool: str
+    status: str
+    args: dict[str, Any] | None  # the opened args; dropped once the review is final
+    args_digest: str
+    role: str | None
+    deadline: str | None
+    schema: dict[str, Any] | None = None
+    final_digest: str | None = None
+    executed: bool = False
+
+
+def covers(reviewer: ReviewerState, tool: str, role: str | None) -> bool:
+    """Rule 2: an enabled reviewer whose roles include the review's role and whose globs match the tool."""
+    if not reviewer.enabled:
+        return False
+    if role is not None and role not in reviewer.roles and "admin" not in reviewer.roles:
+        return False
+    return not reviewer.tools or any(fnmatch.fnmatchcase(tool, glob) for glob in reviewer.tools)
+
+
+def check_decider(actor: str, reviewer: ReviewerState | None, state: ReviewState) -> None:
+    """Rule 2: decisions come from an enrolled, enabled ``human:`` whose role covers the tool."""
+    if not actor.startswith("human:"):
+        raise NotAllowed(f"decider: expected a human: actor, found {actor!r} (agents and services never decide)")
+    if reviewer is None:
+        raise NotAllowed(f"decider: expected an enrolled reviewer, found {actor!r} not enrolled")
+    if not reviewer.enabled:
+        raise NotAllowed(f"decider: expected an enabled reviewer, found {actor!r} disabled")
+    if not covers(reviewer, state.tool, state.role):
+        need = f"role {state.role!r}" if state.role else "any role"
+        raise NotAllowed(
+            f"decider: expected a reviewer covering tool {state.tool!r} with {need}, "
+            f"found {actor!r} with roles {list(reviewer.roles)} and tools {list(reviewer.tools) or ['*']}"
+        )
+
+
+def check_open(state: ReviewState | None, review_id: str) -> ReviewState:
+    """Rule 1: a decision names an open review."""
+    if state is None:
+        raise UnknownReview(review_id)
+    if state.status != "pending":
+        raise ReviewClosed(review_id, state.status)
+    return state
+
+
+def check_deadline(state: ReviewState, at: str) -> None:
+    """Rule 4: no decision at or after the deadline (timestamps share one fixed UTC format)."""
+    if state.deadline is not None and at >= state.deadline:
+        raise DeadlinePassed(state.id, state.deadline, at)
+
+
+def patched_args(args: dict[str, Any], patch: Any) -> dict[str, Any]:
+    """Apply an RFC 6902 patch (via ``jsonpatch``) to a copy of ``args``; rule 3."""
+    if not isinstance(patch, list) or not patch:
+        raise PatchFailed(f"patch: expected a non-empty RFC 6902 list of operations, found {patch!r:.80}")
+    for index, op in enumerate(patch):
+        if not isinstance(op, dict) or "op" not in op or "path" not in op:
+            raise PatchFailed(f"patch[{index}]: expected an object with 'op' and 'path', found {op!r:.80}")
+    try:
+        result = jsonpatch.JsonPatch(patch).apply(args, in_place=False)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
+        raise PatchFailed(f"patch: expected operations that apply to the opened args, found: {exc}") from None
+    if not isinstance(result, dict):
+        raise PatchFailed(f"patch: expected the patched args to stay an object, found {type(result).__name__}")
+    check(result, "$.args")
+    return result
+
+
+def decide(
+    state: ReviewState | None,
+    review_id: str,
+    kind: str,
+    actor: str,
+    body: dict[str, Any],
+    at: str,
+    reviewer: ReviewerState | None,
+) -> ReviewState:
+    """Rules 1–4 for ``review.approved`` / ``review.edited`` / ``review.rejected``; returns the new state."""
+    current = check_open(state, review_id)
+    check_decider(actor, reviewer, current)
+    check_deadline(current, at)
+    if kind == "review.approved":
+        if body.get("args_digest") != current.args_digest:
+            raise ExecutionMismatch(
+                f"review {review_id}: expected the approval of args {current.args_digest}, found {body.get('args_digest')}"
+            )
+        return replace(current, status="approved", final_digest=current.args_digest, args=None)
+    if kind == "review.edited":
+        if current.args is None:
+            raise PatchFailed(f"review {review_id}: expected opened args to patch, found none")
+        result = patched_args(current.args, body.get("patch"))
+        check_args(current.schema, result)
+        found = digest(result)
+        if body.get("args_digest") != found:
+            raise PatchFailed(
+                f"review {review_id}: expected args_digest {found} of the patched args, found {body.get('args_digest')}"
+            )
+        return replace(current, status="edited", final_digest=found, args=None)
+    if kind == "review.rejected":
+        reason = body.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise MissingReason(f"review {review_id}: expected a reason for the rejection, found {reason!r}")
+        return replace(current, status="rejected", args=None)
+    raise ValueError(f"kind: expected a decision kind, found {kind!r}")
+
+
+def expire(state: ReviewState | None, review_id: str, at: str) -> ReviewState:
+    """Rules 1 and 4: only an open review whose deadline has passed expires."""
+    current = check_open(state, review_id)
+    if current.deadline is None or at < current.deadline:
+        raise DeadlinePassed(review_id, str(current.deadline), f"{at} (expiry before the deadline)")
+    return replace(current, status="expired", args=None)
+
+
+def withdraw(state: ReviewState | None, review_id: str, actor: str, reason: Any) -> ReviewState:
+    """Rule 1: an agent or service withdraws an open review, with a reason."""
+    current = check_open(state, review_id)
+    if not (actor.startswith("agent:") or actor.startswith("service:")):
+        raise NotAllowed(f"withdrawer: expected an agent: or service: actor, found {actor!r}")
+    if not isinstance(reason, str) or not reason.strip():
+        raise MissingReason(f"review {review_id}: expected a reason for the withdrawal, found {reason!r}")
+    return replace(current, status="withdrawn", args=None)
+
+
+def resume(frontier: str, statuses: dict[str, str], resumed_at: int | None) -> None:
+    """Rule 5: ``run.resumed`` follows only a fully decided frontier, at most once."""
+    if resumed_at is not None:
+        raise AlreadyResumed(f"frontier {frontier}: expected no earlier resume, found run.resumed at seq {resumed_at}")
+    if not statuses:
+        raise FrontierNotReady(f"frontier {frontier}: expected reviews, found none")
+    waiting = sorted(rid for rid, status in statuses.items() if status not in FINAL)
+    if waiting:
+        raise FrontierNotReady(f"frontier {frontier}: expected every review final, found {waiting} still pending")
+
+
+def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> ReviewState:
+    """Rule 6: ``tool.executed`` follows only an approval or edit, once, with the approved digest."""
+    if state is None:
+        raise UnknownReview(review_id)
+    if state.status not in RUNNABLE:
+        raise ExecutionMismatch(f"review {review_id}: expected an approved or edited review, found it {state.status}")
+    if state.executed:
+        raise ExecutionMismatch(f"review {review_id}: expected one execution, found it already executed")
+    if args_digest != state.final_digest:
+        raise ExecutionMismatch(
+            f"review {review_id}: expected the tool to run with args {state.final_digest}, found {args_digest}"
+        )
+    return replace(state, executed=True)

@@ -1,0 +1,128 @@
+"""SQLModel tables: the log, its entries, Merkle nodes, checkpoints and the review projections.
+
+The entry table is the source of truth. ``review``, ``frontier`` and ``reviewer`` are
+projections written in the same transaction as the entry they follow from; ``audit
+verify`` rebuilds them from the log and compares.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+class LogRow(SQLModel, table=True):
+    """One log and its head: size, last hash and compact range (the compare-and-swap row)."""
+
+    __tablename__ = "signoff_log"
+
+    id: str = Field(primary_key=True)
+    created_at: str
+    public_key: str
+    size: int = 0
+    head: str
+    compact: str = "[]"  # JSON list of hex subtree roots, largest first
+
+
+class EntryRow(SQLModel, table=True):
+    __tablename__ = "signoff_entry"
+    __table_args__ = (
+        Index("ix_signoff_entry_kind", "log", "kind", "seq"),
+        Index("ix_signoff_entry_review", "review", "seq"),
+        Index("ix_signoff_entry_actor", "log", "actor", "seq"),
+    )
+
+    log: str = Field(primary_key=True)
+    seq: int = Field(primary_key=True)
+    hash: str
+    kind: str
+    actor: str
+    review: str | None = None
+    raw: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class NodeRow(SQLModel, table=True):
+    """A perfect Merkle subtree hash (level >= 1) covering leaves [index*2^level, (index+1)*2^level)."""
+
+    __tablename__ = "signoff_node"
+
+    log: str = Field(primary_key=True)
+    level: int = Field(primary_key=True)
+    idx: int = Field(primary_key=True)
+    hash: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class CheckpointRow(SQLModel, table=True):
+    __tablename__ = "signoff_checkpoint"
+
+    log: str = Field(primary_key=True)
+    size: int = Field(primary_key=True)
+    root: str
+    at: str
+    signed: str = Field(sa_column=Column(Text, nullable=False))  # the checkpoint JSON with its sig
+
+
+class ReviewRow(SQLModel, table=True):
+    """Projection: one row per review, the queue the desk lists."""
+
+    __tablename__ = "signoff_review"
+    __table_args__ = (
+        Index("ix_signoff_review_queue", "log", "status", "opened_seq"),
+        Index("ix_signoff_review_tool", "log", "status", "tool", "opened_seq"),
+        Index("ix_signoff_review_agent", "log", "status", "agent", "opened_seq"),
+        Index("ix_signoff_review_deadline", "log", "status", "deadline"),
+        UniqueConstraint("log", "app", "session", "confirmation_id", name="uq_signoff_review_call"),
+    )
+
+    id: str = Field(primary_key=True)
+    log: str
+    frontier: str = Field(index=True)
+    status: str
+    tool: str
+    agent: str
+    app: str
+    session: str
+    confirmation_id: str
+    opened_seq: int
+    opened_at: str
+    deadline: str | None = None
+    decided_seq: int | None = None
+    decided_by: str | None = None
+    decided_at: str | None = None
+    args_digest: str  # digest of the args as opened
+    final_digest: str | None = None  # digest of the args to run with (approved or edited)
+    executed_seq: int | None = None
+    data: str = Field(sa_column=Column(Text, nullable=False))  # JSON: call, policy, decision details
+
+
+class FrontierRow(SQLModel, table=True):
+    __tablename__ = "signoff_frontier"
+    __table_args__ = (Index("ix_signoff_frontier_ready", "log", "open_count", "resumed_seq"),)
+
+    id: str = Field(primary_key=True)
+    log: str
+    opened_seq: int
+    size: int
+    open_count: int
+    resumed_seq: int | None = None
+
+
+class ReviewerRow(SQLModel, table=True):
+    __tablename__ = "signoff_reviewer"
+
+    log: str = Field(primary_key=True)
+    id: str = Field(primary_key=True)
+    roles: str  # JSON list
+    tools: str  # JSON list of globs
+    enabled: bool = True
+    enrolled_seq: int
+
+
+class KeyRow(SQLModel, table=True):
+    __tablename__ = "signoff_key"
+
+    log: str = Field(primary_key=True)
+    fingerprint: str = Field(primary_key=True)
+    actor: str
+    public_key: str
+    enrolled_seq: int

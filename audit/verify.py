@@ -1,0 +1,640 @@
+"""Verification: stream the log once, with flat memory, and check everything an auditor needs.
+
+Checks, in ``seq`` order: ``seq`` density from 0, every ``prev`` link, every hash, the RFC
+8785 form of the stored bytes, every signature against keys enrolled earlier on the log,
+the review rules 1–6 (:mod:`audit.rules`), every stored checkpoint's root (RFC 9162
+§2.1) and signature, a kept checkpoint (``--against``), and that the review projection
+matches the log. The first failure names its ``seq`` and the rule or hash that failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from audit import merkle, rules
+from audit.canonical import is_canonical
+from audit.entry import ACTOR, DECISIONS, KINDS, OUTCOMES, ZERO_HASH, format_hash, parse_time, statement
+from audit.errors import AuditError, ReviewError, UnusableInput, VerificationFailed
+from audit.keys import fingerprint, verify_signature
+from audit.store import Checkpoint, Store
+from audit.tables import FrontierRow, ReviewerRow, ReviewRow
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class Report:
+    """The outcome of one verification."""
+
+    ok: bool
+    log: str | None
+    size: int
+    root: str | None
+    checked_from: int = 0
+    checkpoints: int = 0
+    failure: VerificationFailed | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ok": self.ok,
+            "log": self.log,
+            "size": self.size,
+            "root": self.root,
+            "checked_from": self.checked_from,
+            "checkpoints_checked": self.checkpoints,
+        }
+        if self.failure is not None:
+            out["failure"] = {
+                "seq": self.failure.seq,
+                "rule": self.failure.rule,
+                "expected": self.failure.expected,
+                "found": self.failure.found,
+                "message": str(self.failure),
+            }
+        return out
+
+
+@dataclass
+class _ReviewFacts:
+    """What the verifier keeps per review: small, so memory stays flat as the log grows."""
+
+    state: rules.ReviewState
+    frontier: str
+    decided_seq: int | None = None
+    executed_seq: int | None = None
+
+
+class Verifier:
+    """Feed entries in order with :meth:`add`; call :meth:`finish`. Pure over bytes and ints."""
+
+    def __init__(self, *, start: int = 0, prev: str = ZERO_HASH, compact: merkle.CompactRange | None = None) -> None:
+        self.expected_seq = start
+        self.prev = prev
+        self.compact = compact or merkle.CompactRange()
+        self.log: str | None = None
+        self.log_key: str | None = None
+        self.keys: dict[str, tuple[str, str]] = {}  # fingerprint -> (actor, public key)
+        self.reviewers: dict[str, rules.ReviewerState] = {}
+        self.reviews: dict[str, _ReviewFacts] = {}
+        self.frontiers: dict[str, list[Any]] = {}  # id -> [open count, size, resumed seq, opened seq]
+        self.lookup_review: Callable[[str], _ReviewFacts | None] | None = None
+        self.lookup_frontier: Callable[[str], list[Any] | None] | None = None
+        # Flat memory: a review that can change no more is folded into a multiset hash of
+        # its projection row and only its id is kept. ``keep_all`` keeps every review, to
+        # name the row when the projection does not match.
+        self.keep_all = False
+        self.closed_reviews: dict[str, str] = {}  # id -> frontier
+        self.closed_frontiers: set[str] = set()
+        self.review_sum = 0
+        self.frontier_sum = 0
+
+    # -- one entry -------------------------------------------------------------------
+
+    def add(self, raw: bytes, stored_hash: str | None = None, stored_seq: int | None = None) -> None:
+        seq = self.expected_seq
+        if stored_seq is not None and stored_seq != seq:
+            raise VerificationFailed(seq, "seq density (entry missing)", f"seq {seq}", f"seq {stored_seq}")
+        leaf = hashlib.sha256(b"\x00" + raw).digest()
+        digest = "sha256:" + leaf.hex()
+        if stored_hash is not None and stored_hash != digest:
+            raise VerificationFailed(seq, "entry hash", stored_hash, digest)
+        if not is_canonical(raw):
+            raise VerificationFailed(seq, "canonical form (RFC 8785)", "canonical bytes", "bytes that are not")
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise VerificationFailed(seq, "entry shape", "a JSON object", type(data).__name__)
+        if data.get("seq") != seq:
+            raise VerificationFailed(seq, "seq density", f"seq {seq}", f"seq {data.get('seq')!r}")
+        if data.get("prev") != self.prev:
+            raise VerificationFailed(seq, "prev link", self.prev, str(data.get("prev")))
+        self._check_fields(seq, data)
+        self._check_sig(seq, data)
+        try:
+            self._apply(seq, data)
+        except ReviewError as exc:
+            rule = f"review rule {exc.rule}" if exc.rule else "review rule"
+            raise VerificationFailed(seq, rule, "an entry the rules allow", str(exc)) from None
+        self.compact.append(leaf)
+        self.prev = digest
+        self.expected_seq = seq + 1
+
+    def _check_fields(self, seq: int, data: dict[str, Any]) -> None:
+        if data.get("v") != 1:
+            raise VerificationFailed(seq, "entry version", "v 1", repr(data.get("v")))
+        if seq == 0:
+            self.log = data.get("log")
+        elif data.get("log") != self.log:
+            raise VerificationFailed(seq, "log id", str(self.log), str(data.get("log")))
+        at, actor, kind = data.get("at"), data.get("actor"), data.get("kind")
+        try:
+            parse_time(str(at))
+        except ValueError:
+            raise VerificationFailed(seq, "timestamp", "YYYY-MM-DDTHH:MM:SS.ffffffZ", repr(at)) from None
+        if not isinstance(actor, str) or not ACTOR.match(actor):
+            raise VerificationFailed(seq, "actor", "human:|agent:|service:|log: actor", repr(actor))
+        if kind not in KINDS:
+            raise VerificationFailed(seq, "entry kind", "a known kind", repr(kind))
+        if not isinstance(data.get("body"), dict):
+            raise VerificationFailed(seq, "entry body", "a JSON object", repr(data.get("body"))[:60])
+        extra = set(data) - {"v", "log", "seq", "prev", "at", "actor", "kind", "body", "sig"}
+        if extra:
+            raise VerificationFailed(seq, "entry fields", "only the record's fields", str(sorted(extra)))
+
+    def _check_sig(self, seq: int, data: dict[str, Any]) -> None:
+        sig = data.get("sig")
+        if seq == 0:
+            body = data["body"]
+            if data["kind"] != "key.enrolled" or data["actor"] != f"log:{self.log}" or body.get("actor") != data["actor"]:
+                raise VerificationFailed(0, "log key", f"entry 0 enrolling log:{self.log}'s key", data["kind"])
+            self.log_key = str(body.get("key"))
+            try:
+                self.keys[fingerprint(self.log_key)] = (data["actor"], self.log_key)
+            except ValueError:
+                raise VerificationFailed(0, "log key", "an Ed25519 public key", self.log_key[:40]) from None
+            if sig is None:
+                raise VerificationFailed(0, "signature", "entry 0 signed by the log key", "no signature")
+        if sig is None:
+            return
+        if not isinstance(sig, dict):
+            raise VerificationFailed(seq, "signature", "a sig object", repr(sig)[:40])
+        known = self.keys.get(str(sig.get("key")))
+        if known is None:
+            raise VerificationFailed(seq, "signature", "a key enrolled before this entry", str(sig.get("key")))
+        owner, public = known
+        if owner != data["actor"] and not (owner.startswith("log:") and data["actor"].startswith("service:")):
+            raise VerificationFailed(seq, "signature", f"a key of {data['actor']}", f"a key of {owner}")
+        if not verify_signature(public, sig, statement(data["kind"], data["actor"], data["body"])):
+            raise VerificationFailed(seq, "signature", f"a valid Ed25519 signature by {sig.get('key')}", "an invalid one")
+
+    # -- the review rules -----------------------------------------------------------
+
+    def _settle_review(self, facts: _ReviewFacts) -> None:
+        if self.keep_all:
+            return
+        self.review_sum += _row_hash(review_tuple(facts))
+        del self.reviews[facts.state.id]
+        self.closed_reviews[facts.state.id] = facts.frontier
+
+    def _review(self, review_id: str) -> _ReviewFacts | None:
+        if review_id in self.closed_reviews:
+            frontier = self.closed_reviews[review_id]
+            closed = rules.ReviewState(review_id, frontier, "", "closed", None, "", None, None, executed=True)
+            return _ReviewFacts(closed, frontier)
+        facts = self.reviews.get(review_id)
+        if facts is None and self.lookup_review is not None:
+            facts = self.lookup_review(review_id)
+            if facts is not None:
+                self.reviews[review_id] = facts
+        return facts
+
+    def _frontier(self, frontier_id: str) -> list[Any] | None:
+        if frontier_id in self.closed_frontiers:
+            return [0, 0, -1, -1]
+        front = self.frontiers.get(frontier_id)
+        if front is None and self.lookup_frontier is not None:
+            front = self.lookup_frontier(frontier_id)
+            if front is not None:
+                self.frontiers[frontier_id] = front
+        return front
+
+    def _apply(self, seq: int, data: dict[str, Any]) -> None:
+        kind, actor, body, at = data["kind"], data["actor"], data["body"], data["at"]
+        if kind == "review.opened":
+            self._open(seq, actor, body)
+        elif kind in DECISIONS:
+            facts = self._review(str(body.get("review")))
+            state = rules.decide(
+                facts.state if facts else None, str(body.get("review")), kind, actor, body, at, self.reviewers.get(actor)
+            )
+            self._close(seq, facts, state)
+        elif kind == "review.expired":
+            facts = self._review(str(body.get("review")))
+            self._close(seq, facts, rules.expire(facts.state if facts else None, str(body.get("review")), at))
+        elif kind == "review.withdrawn":
+            facts = self._review(str(body.get("review")))
+            state = rules.withdraw(facts.state if facts else None, str(body.get("review")), actor, body.get("reason"))
+            self._close(seq, facts, state)
+        elif kind == "run.resumed":
+            frontier_id = str(body.get("frontier"))
+            front = self._frontier(frontier_id)
+            if front is None:
+                raise rules.FrontierNotReady(f"frontier {frontier_id}: expected a known frontier, found none")
+            reviews = body.get("reviews") or []
+            statuses = {}
+            for rid in reviews:
+                facts = self._review(str(rid))
+                if facts is None or facts.frontier != frontier_id:
+                    raise rules.FrontierNotReady(f"frontier {frontier_id}: expected its own reviews, found {rid}")
+                statuses[str(rid)] = facts.state.status
+            if len(statuses) != front[1]:
+                raise rules.FrontierNotReady(
+                    f"frontier {frontier_id}: expected all {front[1]} reviews named, found {len(statuses)}"
+                )
+            rules.resume(frontier_id, statuses, front[2])
+            front[2] = seq
+            if not self.keep_all:
+                self.frontier_sum += _row_hash(frontier_tuple(frontier_id, front))
+                del self.frontiers[frontier_id]
+                self.closed_frontiers.add(frontier_id)
+        elif kind == "tool.executed":
+            facts = self._review(str(body.get("review")))
+            state = rules.execute(facts.state if facts else None, str(body.get("review")), body.get("args_digest"))
+            assert facts is not None
+            facts.state = state
+            facts.executed_seq = seq
+            self._settle_review(facts)
+        elif kind == "reviewer.enrolled":
+            self._check_admin(seq, actor)
+            reviewer = str(body.get("reviewer"))
+            self.reviewers[reviewer] = rules.ReviewerState(
+                reviewer, tuple(body.get("roles") or ()), tuple(body.get("tools") or ()), True
+            )
+            if body.get("key"):
+                self._enroll_key(seq, reviewer, str(body["key"]))
+        elif kind == "reviewer.disabled":
+            self._check_admin(seq, actor)
+            reviewer = str(body.get("reviewer"))
+            if reviewer not in self.reviewers:
+                raise VerificationFailed(seq, "reviewer", "an enrolled reviewer to disable", reviewer)
+            current = self.reviewers[reviewer]
+            self.reviewers[reviewer] = rules.ReviewerState(current.id, current.roles, current.tools, False)
+        elif kind == "key.enrolled" and seq != 0:
+            owner = str(body.get("actor"))
+            if owner != actor:
+                self._check_admin(seq, actor)
+            self._enroll_key(seq, owner, str(body.get("key")))
+
+    def _check_admin(self, seq: int, actor: str) -> None:
+        if actor.startswith("service:"):
+            return
+        state = self.reviewers.get(actor)
+        if state is None or not state.enabled or "admin" not in state.roles:
+            raise VerificationFailed(seq, "enrolment", "a service: actor or an enabled admin", actor)
+
+    def _enroll_key(self, seq: int, owner: str, key: str) -> None:
+        try:
+            fp = fingerprint(key)
+        except (ValueError, TypeError):
+            raise VerificationFailed(seq, "key enrolment", "an Ed25519 public key", key[:40]) from None
+        if fp in self.keys:
+            raise VerificationFailed(seq, "key enrolment", "a key not yet enrolled", fp)
+        self.keys[fp] = (owner, key)
+
+    def _open(self, seq: int, actor: str, body: dict[str, Any]) -> None:
+        review_id, frontier_id = str(body.get("review")), str(body.get("frontier"))
+        call = body.get("call")
+        if not actor.startswith(("agent:", "service:")):
+            raise VerificationFailed(seq, "review rule 2", "an agent: or service: opener", actor)
+        if review_id in self.reviews or review_id in self.closed_reviews or not isinstance(call, dict) or not isinstance(call.get("args"), dict):
+            raise VerificationFailed(seq, "review rule 1", "a new review with call args", review_id)
+        from audit.canonical import digest as json_digest
+
+        if call.get("args_digest") != json_digest(call["args"]):
+            raise VerificationFailed(seq, "args digest", json_digest(call["args"]), str(call.get("args_digest")))
+        policy = body.get("policy") or {}
+        state = rules.ReviewState(
+            id=review_id,
+            frontier=frontier_id,
+            tool=str(call.get("tool")),
+            status="pending",
+            args=call["args"],
+            args_digest=call["args_digest"],
+            role=policy.get("role"),
+            deadline=body.get("deadline"),
+            schema=call.get("tool_schema"),
+        )
+        self.reviews[review_id] = _ReviewFacts(state, frontier_id)
+        front = self.frontiers.get(frontier_id)
+        if frontier_id in self.closed_frontiers:
+            raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
+        if front is None:
+            self.frontiers[frontier_id] = [1, 1, None, seq]
+        elif front[2] is not None or front[3] < seq - front[1]:
+            raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
+        else:
+            front[0] += 1
+            front[1] += 1
+
+    def _close(self, seq: int, facts: _ReviewFacts | None, state: rules.ReviewState) -> None:
+        assert facts is not None
+        facts.state = state
+        facts.decided_seq = seq
+        front = self._frontier(facts.frontier)
+        if front is not None:
+            front[0] -= 1
+        if state.status not in rules.RUNNABLE:
+            self._settle_review(facts)
+
+    # -- the end ----------------------------------------------------------------------
+
+    def root(self) -> str:
+        return format_hash(self.compact.root())
+
+
+def _check_checkpoint(seq_size: int, point: Checkpoint, verifier: Verifier, what: str) -> None:
+    if verifier.log_key is None or not point.verify(verifier.log_key):
+        raise VerificationFailed(None, f"{what} signature (size {point.size})", "a valid signature by the log key", "an invalid one")
+    if point.log != verifier.log:
+        raise VerificationFailed(None, f"{what} log id", str(verifier.log), point.log)
+    if point.root != verifier.root():
+        raise VerificationFailed(
+            seq_size - 1,
+            f"{what} root (RFC 9162 tree head over entries 0..{seq_size - 1})",
+            point.root,
+            verifier.root(),
+        )
+
+
+def verify_stream(
+    rows: Iterable[tuple[int | None, str | None, bytes]],
+    *,
+    checkpoints: Iterable[Checkpoint] = (),
+    against: Checkpoint | None = None,
+    progress: Progress | None = None,
+    verifier: Verifier | None = None,
+) -> tuple[Verifier, int]:
+    """Check ``(stored seq, stored hash, raw)`` rows in order; stored checkpoints are checked as their size passes."""
+    v = verifier or Verifier()
+    pending = sorted(checkpoints, key=lambda c: c.size)
+    pending = [c for c in pending if c.size > v.expected_seq or v.expected_seq == 0]
+    index = 0
+    for stored_seq, stored_hash, raw in rows:
+        v.add(raw, stored_hash, stored_seq)
+        size = v.expected_seq
+        while index < len(pending) and pending[index].size == size:
+            _check_checkpoint(size, pending[index], v, "stored checkpoint")
+            index += 1
+        if against is not None and against.size == size:
+            _check_checkpoint(size, against, v, "kept checkpoint")
+        if progress is not None and size % 10000 == 0:
+            progress(size)
+    size = v.expected_seq
+    if index < len(pending):
+        point = pending[index]
+        raise VerificationFailed(size, "stored checkpoint size", f"a log of at least {point.size} entries", f"{size}")
+    if against is not None and against.size > size:
+        raise VerificationFailed(
+            size, "kept checkpoint (truncation)", f"a log of at least {against.size} entries", f"{size} entries"
+        )
+    return v, index
+
+
+def verify_store(
+    store: Store,
+    *,
+    against: Checkpoint | None = None,
+    progress: Progress | None = None,
+    pinned_key: str | None = None,
+) -> Report:
+    """Verify a whole store: the log, its checkpoints, the kept checkpoint and the projection."""
+    try:
+        info = store.info()
+    except AuditError as exc:
+        raise UnusableInput(str(exc)) from None
+    report = Report(ok=False, log=info.id, size=info.size, root=None)
+    try:
+        stop = info.size
+        start = 0
+        verifier = Verifier()
+        if against is not None and against.size > 0 and against.size < stop and _trusted(store, against, pinned_key):
+            verifier = _resume_from(store, against)
+            start = against.size
+            report.notes.append(f"entries 0..{against.size - 1} proven by the kept checkpoint; checked from {start}")
+        rows = ((seq, digest, raw) for seq, digest, raw in store.iter_raw(start, stop))
+        checkpoints = [c for c in store.checkpoints() if c.size <= stop]
+        v, count = verify_stream(
+            rows, checkpoints=checkpoints, against=against if start == 0 else None, progress=progress, verifier=verifier
+        )
+        if pinned_key is not None and v.log_key is not None and v.log_key != pinned_key:
+            raise VerificationFailed(0, "log key", pinned_key, v.log_key)
+        if v.expected_seq != stop:
+            raise VerificationFailed(v.expected_seq, "seq density (entry missing)", f"{stop} entries", f"{v.expected_seq}")
+        if start == 0:
+            try:
+                _check_projection(store, v)
+            except ProjectionMismatch:
+                full = Verifier()
+                full.keep_all = True
+                verify_stream(store.iter_raw(0, stop), verifier=full)
+                _check_projection(store, full)
+        report.ok = True
+        report.root = v.root()
+        report.checked_from = start
+        report.checkpoints = count + (1 if against is not None else 0)
+    except VerificationFailed as exc:
+        report.failure = exc
+    return report
+
+
+def _trusted(store: Store, point: Checkpoint, pinned_key: str | None) -> bool:
+    key = pinned_key or _first_key(store)
+    return key is not None and point.verify(key) and point.log == store.log_id
+
+
+def _first_key(store: Store) -> str | None:
+    first = next(store.iter_raw(0, 1), None)
+    if first is None:
+        return None
+    data = json.loads(first[2])
+    key = data.get("body", {}).get("key")
+    return key if isinstance(key, str) else None
+
+
+def _resume_from(store: Store, point: Checkpoint) -> Verifier:
+    """Seed a verifier at a trusted checkpoint: prove the stored prefix against its root.
+
+    The compact range at ``point.size`` (from stored nodes) must fold to the checkpoint
+    root, and the last entry before it must prove its inclusion, so its hash is a sound
+    ``prev``. Review state for entries after the checkpoint comes from the projection's
+    record of the prefix; reviewers and keys from their enrolment entries.
+    """
+    size = point.size
+    with store.read_engine.connect() as conn:
+        nodes = store._range_hashes(conn, [(s, e) for s, e in _compact_ranges(size)])
+    compact = merkle.CompactRange(size, nodes)
+    if format_hash(compact.root()) != point.root:
+        raise VerificationFailed(size - 1, "kept checkpoint root", point.root, format_hash(compact.root()))
+    last_seq, last_hash, last_raw = next(store.iter_raw(size - 1, size))
+    if "sha256:" + hashlib.sha256(b"\x00" + last_raw).hexdigest() != last_hash:
+        raise VerificationFailed(size - 1, "entry hash", last_hash, "a different hash")
+    try:
+        merkle.verify_inclusion(
+            bytes.fromhex(last_hash[7:]), size - 1, size, store.inclusion_proof(size - 1, size), compact.root()
+        )
+    except merkle.ProofError as exc:
+        raise VerificationFailed(size - 1, "inclusion in kept checkpoint", point.root, str(exc)) from None
+    v = Verifier(start=size, prev=last_hash, compact=compact)
+    first = json.loads(next(store.iter_raw(0, 1))[2])
+    v.log = first["log"]
+    for kind in ("key.enrolled", "reviewer.enrolled", "reviewer.disabled"):
+        for item in store.entries(0, size, kind=kind):
+            data = item.to_json()
+            if item.seq == 0:
+                v.log_key = str(item.body["key"])
+            v._apply(item.seq, data) if item.seq else v._enroll_key(0, item.actor, str(item.body["key"]))
+
+    def lookup_review(review_id: str) -> _ReviewFacts | None:
+        with store.read_engine.connect() as conn:
+            row = conn.execute(select(ReviewRow).where(ReviewRow.id == review_id)).first()  # type: ignore[arg-type]
+        if row is None or row.opened_seq >= size:
+            return None
+        data = json.loads(row.data)
+        decided = row.decided_seq is not None and row.decided_seq < size
+        executed = row.executed_seq is not None and row.executed_seq < size
+        state = rules.ReviewState(
+            id=row.id,
+            frontier=row.frontier,
+            tool=row.tool,
+            status=row.status if decided else "pending",
+            args=None if decided else data["call"]["args"],
+            args_digest=row.args_digest,
+            role=data.get("policy", {}).get("role"),
+            deadline=row.deadline,
+            schema=data["call"].get("tool_schema"),
+            final_digest=row.final_digest if decided else None,
+            executed=executed,
+        )
+        return _ReviewFacts(state, row.frontier, row.decided_seq if decided else None, row.executed_seq if executed else None)
+
+    def lookup_frontier(frontier_id: str) -> list[Any] | None:
+        with store.read_engine.connect() as conn:
+            row = conn.execute(select(FrontierRow).where(FrontierRow.id == frontier_id)).first()  # type: ignore[arg-type]
+            if row is None or row.opened_seq >= size:
+                return None
+            reviews = conn.execute(select(ReviewRow.decided_seq).where(ReviewRow.frontier == frontier_id)).all()  # type: ignore[call-overload]
+        still_open = sum(1 for (d,) in reviews if d is None or d >= size)
+        resumed = row.resumed_seq if row.resumed_seq is not None and row.resumed_seq < size else None
+        return [still_open, row.size, resumed, row.opened_seq]
+
+    v.lookup_review = lookup_review
+    v.lookup_frontier = lookup_frontier
+    return v
+
+
+def _compact_ranges(size: int) -> Iterator[tuple[int, int]]:
+    start = 0
+    for bit in reversed(range(size.bit_length())):
+        if size >> bit & 1:
+            yield start, start + (1 << bit)
+            start += 1 << bit
+
+
+def review_tuple(facts: _ReviewFacts) -> tuple[Any, ...]:
+    state = facts.state
+    return (state.id, state.status, facts.decided_seq, state.final_digest, facts.executed_seq, facts.frontier, state.tool)
+
+
+def frontier_tuple(frontier_id: str, front: list[Any]) -> tuple[Any, ...]:
+    return (frontier_id, front[0], front[1], front[2])
+
+
+def _row_hash(values: tuple[Any, ...]) -> int:
+    return int.from_bytes(hashlib.sha256(repr(values).encode()).digest()[:16], "big")
+
+
+class ProjectionMismatch(Exception):
+    """The folded projection sums differ; a second, full-memory pass names the row."""
+
+
+def _check_projection(store: Store, v: Verifier) -> None:
+    """The review queue, frontiers and reviewers must be exactly what the log says.
+
+    Compared as order-free multiset hashes of the rows, so memory stays flat; with
+    ``v.keep_all`` each row is compared directly, to name the one that differs.
+    """
+    review_sum = v.review_sum + sum(_row_hash(review_tuple(f)) for f in v.reviews.values())
+    frontier_sum = v.frontier_sum + sum(_row_hash(frontier_tuple(k, f)) for k, f in v.frontiers.items())
+    found_reviews = found_frontiers = 0
+    with store.read_engine.connect() as conn:
+        query = select(ReviewRow).where(ReviewRow.log == v.log)  # type: ignore[arg-type]
+        for row in conn.execution_options(yield_per=2000).execute(query):
+            found = (row.id, row.status, row.decided_seq, row.final_digest, row.executed_seq, row.frontier, row.tool)
+            if v.keep_all:
+                facts = v.reviews.get(row.id)
+                expected = review_tuple(facts) if facts else None
+                if expected != found:
+                    seq = facts.decided_seq if facts and facts.decided_seq is not None else row.opened_seq
+                    raise VerificationFailed(seq, f"projection of review {row.id}", str(expected), str(found))
+            found_reviews += _row_hash(found)
+        if found_reviews != review_sum:
+            raise ProjectionMismatch()
+        for row in conn.execute(select(FrontierRow).where(FrontierRow.log == v.log)):  # type: ignore[arg-type]
+            found_f = (row.id, row.open_count, row.size, row.resumed_seq)
+            if v.keep_all:
+                front = v.frontiers.get(row.id)
+                expected_f = frontier_tuple(row.id, front) if front else None
+                if expected_f != found_f:
+                    raise VerificationFailed(
+                        row.resumed_seq if row.resumed_seq is not None else row.opened_seq,
+                        f"projection of frontier {row.id}",
+                        str(expected_f),
+                        str(found_f),
+                    )
+            found_frontiers += _row_hash(found_f)
+        if found_frontiers != frontier_sum:
+            raise ProjectionMismatch()
+        people = 0
+        for row in conn.execute(select(ReviewerRow).where(ReviewerRow.log == v.log)):  # type: ignore[arg-type]
+            people += 1
+            state = v.reviewers.get(row.id)
+            found_state = rules.ReviewerState(
+                row.id, tuple(json.loads(row.roles)), tuple(json.loads(row.tools)), bool(row.enabled)
+            )
+            if state != found_state:
+                raise VerificationFailed(row.enrolled_seq, f"projection of reviewer {row.id}", str(state), str(found_state))
+        if people != len(v.reviewers):
+            raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
+    if v.keep_all:
+        raise VerificationFailed(None, "projection", "rows matching the log", "extra or missing rows")
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int | None, str | None, bytes]]:
+    """Stream an ``audit export`` file: one entry's exact canonical bytes per line."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise UnusableInput(f"{path}: expected a readable JSONL export, found {exc.strerror}") from None
+    with handle:
+        for line in handle:
+            raw = line.rstrip(b"\n")
+            if raw:
+                yield None, None, raw
+
+
+def verify_file(
+    path: Path, *, against: Checkpoint | None = None, progress: Progress | None = None, pinned_key: str | None = None
+) -> Report:
+    """Verify an exported JSONL log offline, with no database."""
+    report = Report(ok=False, log=None, size=0, root=None)
+    try:
+        v, _ = verify_stream(read_jsonl(path), against=against, progress=progress)
+        report.log, report.size = v.log, v.expected_seq
+        if report.size == 0:
+            raise UnusableInput(f"{path}: expected at least one entry, found an empty file")
+        if pinned_key is not None and v.log_key != pinned_key:
+            raise VerificationFailed(0, "log key", pinned_key, str(v.log_key))
+        report.ok = True
+        report.root = v.root()
+        report.checkpoints = 1 if against is not None else 0
+    except VerificationFailed as exc:
+        report.failure = exc
+    return report
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    try:
+        return Checkpoint.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise UnusableInput(f"{path}: expected a checkpoint JSON file, found {exc}") from None
+
+
+def outcome_name(kind: str) -> str:
+    return OUTCOMES.get(kind, kind)
