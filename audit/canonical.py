@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+import threading
 from typing import Any
 
 import rfc8785
@@ -29,54 +30,111 @@ def _child(path: str, key: str | int) -> str:
     return f"{path}[{json.dumps(key, ensure_ascii=True)}]"
 
 
-def check(value: Any, path: str = "$") -> None:
-    """Raise :class:`CanonicalFormError` naming the path of the first value outside I-JSON."""
+def check(value: Any, path: str = "$") -> bool:
+    """Raise :class:`CanonicalFormError` naming the path of the first value outside I-JSON.
+
+    Returns True when the value holds a float or a character beyond the BMP, the two
+    cases where RFC 8785 differs from sorted, compact ``json.dumps``. The common, valid
+    case walks without building paths; paths are built only to name a refused value.
+    """
+    try:
+        return _quick(value)
+    except _Refused:
+        return _named(value, path)
+
+
+class _Refused(Exception):
+    pass
+
+
+def _quick(value: Any) -> bool:
+    if value is None or value is True or value is False:
+        return False
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return False
+        try:
+            return _has_astral(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise _Refused from None
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return False
+        raise _Refused
+    if kind is dict:
+        slow = False
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Refused
+            slow = _quick(key) | _quick(item) | slow
+        return slow
+    if kind is list or kind is tuple:
+        slow = False
+        for item in value:
+            slow = _quick(item) | slow
+        return slow
+    if kind is float:
+        if math.isfinite(value):
+            return True
+        raise _Refused
+    raise _Refused  # anything else (subclasses, bytes, objects): the named walk decides
+
+
+def _named(value: Any, path: str) -> bool:
     if value is None or isinstance(value, bool):
-        return
+        return False
+    if isinstance(value, str):
+        return _check_str(value, path)
     if isinstance(value, int):
         if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            raise CanonicalFormError(
-                path, f"expected an integer within ±(2^53−1) (RFC 8785 §3.2.2.3), found {value}"
-            )
-        return
+            raise CanonicalFormError(path, f"expected an integer within ±(2^53−1) (RFC 8785 §3.2.2.3), found {value}")
+        return False
     if isinstance(value, float):
         if not math.isfinite(value):
             raise CanonicalFormError(path, f"expected a finite number (RFC 8785 §3.2.2.3), found {value}")
-        return
-    if isinstance(value, str):
-        _check_str(value, path)
-        return
+        return True
+    slow = False
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalFormError(
                     path, f"expected string object keys (RFC 8259 §4), found {type(key).__name__} {key!r}"
                 )
-            _check_str(key, path, what="key")
-            check(item, _child(path, key))
-        return
+            slow = _check_str(key, path, what="key") | _named(item, _child(path, key)) | slow
+        return slow
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            check(item, _child(path, index))
-        return
+            slow = _named(item, _child(path, index)) | slow
+        return slow
     if isinstance(value, bytes | bytearray):
         raise CanonicalFormError(path, "expected a JSON string, found bytes (decode them as UTF-8 first)")
     raise CanonicalFormError(path, f"expected a JSON value, found {type(value).__name__}")
 
 
-def _check_str(text: str, path: str, what: str = "string") -> None:
+def _check_str(text: str, path: str, what: str = "string") -> bool:
+    if text.isascii():
+        return False
     try:
-        text.encode("utf-8")
+        encoded = text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise CanonicalFormError(
-            path, f"expected a {what} of valid Unicode (RFC 8785 §3.2.2.2), found a lone surrogate {exc.object[exc.start]!r}"
+            path,
+            f"expected a {what} of valid Unicode (RFC 8785 §3.2.2.2), found a lone surrogate {exc.object[exc.start]!r}",
         ) from None
+    return _has_astral(encoded)
 
 
 def canonical(value: Any) -> bytes:
-    """Return the RFC 8785 canonical bytes of ``value`` (UTF-8), refusing values outside I-JSON."""
-    check(value)
-    return rfc8785.dumps(value)
+    """Return the RFC 8785 canonical bytes of ``value`` (UTF-8), refusing values outside I-JSON.
+
+    Values with no floats and no characters beyond the BMP take a fast path that is
+    byte-identical to RFC 8785 (see :func:`is_canonical`; property-tested against
+    ``rfc8785``). Everything else is written by ``rfc8785`` itself.
+    """
+    if check(value):
+        return rfc8785.dumps(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
 def decode(raw: bytes, what: str = "input") -> Any:
@@ -95,45 +153,69 @@ def decode(raw: bytes, what: str = "input") -> Any:
         raise CanonicalFormError("$", f"expected JSON {what}, found a syntax error: {exc}") from None
 
 
-def is_canonical(raw: bytes) -> bool:
-    """True if ``raw`` is exactly the RFC 8785 form of the JSON value it encodes.
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
 
-    Fast path: for values with no floats and no non-BMP characters, Python's compact,
-    sorted ``json.dumps`` is byte-identical to RFC 8785 (same escapes, §3.2.2.2; same key
-    order, since UTF-16 and code point order agree on the BMP). Everything else goes
-    through ``rfc8785`` itself.
-    """
-    saw_float = False
 
-    def _float(text: str) -> float:
-        nonlocal saw_float
-        saw_float = True
+class _Decoder(threading.local):
+    """A per-thread JSON decoder that notes whether it met a float (the slow-path case)."""
+
+    def __init__(self) -> None:
+        self.saw_float = False
+        self.decoder = json.JSONDecoder(parse_float=self._float, parse_int=self._int, parse_constant=_no_constant)
+
+    def _float(self, text: str) -> float:
+        self.saw_float = True
         return float(text)
 
-    def _int(text: str) -> int:
-        number = int(text)
-        if not -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER:
-            raise CanonicalFormError("$", f"integer out of range: {text}")
-        return number
+    def _int(self, text: str) -> int:
+        if len(text) > 15:  # may lie outside ±(2^53−1): let rfc8785 judge
+            self.saw_float = True
+        return int(text)
 
+
+_DECODER = _Decoder()
+
+
+def parse_canonical(raw: bytes) -> tuple[Any, bool]:
+    """Parse ``raw`` and return its value if ``raw`` is exactly its RFC 8785 form, else raise ValueError.
+
+    Fast path: for values with no floats, no integers of 16+ digits and no non-BMP
+    characters, Python's compact, sorted ``json.dumps`` is byte-identical to RFC 8785
+    (same escapes, §3.2.2.2; same key order, since UTF-16 and code point order agree on
+    the BMP). Everything else goes through ``rfc8785`` itself. Returns the value and
+    whether it took the fast path (then :func:`fast_digest` is exact for its parts).
+    """
     try:
-        value = json.loads(raw.decode("utf-8"), parse_float=_float, parse_int=_int, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    if not saw_float and not _has_astral(raw):
+        text = raw.decode("utf-8")
+        _DECODER.saw_float = False
+        value = _DECODER.decoder.decode(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not _DECODER.saw_float and not _has_astral(raw):
         try:
             fast = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
         except UnicodeEncodeError:
-            return False
-        return fast == raw
+            raise ValueError("not canonical: lone surrogate") from None
+        if fast != raw:
+            raise ValueError("not canonical")
+        return value, True
     try:
-        return canonical(value) == raw
-    except (CanonicalFormError, rfc8785.CanonicalizationError):
+        slow = canonical(value)
+    except (CanonicalFormError, rfc8785.CanonicalizationError) as exc:
+        raise ValueError(f"not canonical: {exc}") from None
+    if slow != raw:
+        raise ValueError("not canonical")
+    return value, False
+
+
+def is_canonical(raw: bytes) -> bool:
+    """True if ``raw`` is exactly the RFC 8785 form of the JSON value it encodes."""
+    try:
+        parse_canonical(raw)
+    except ValueError:
         return False
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(name)
+    return True
 
 
 _ASTRAL = re.compile(rb"[\xf0-\xf4]")
@@ -141,6 +223,16 @@ _ASTRAL = re.compile(rb"[\xf0-\xf4]")
 
 def _has_astral(raw: bytes) -> bool:
     return _ASTRAL.search(raw) is not None
+
+
+def fast_digest(value: Any) -> str:
+    """:func:`digest` of a part of a value :func:`parse_canonical` accepted on its fast path."""
+    return (
+        "sha256:"
+        + hashlib.sha256(
+            json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        ).hexdigest()
+    )
 
 
 def digest(value: Any) -> str:

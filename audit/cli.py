@@ -19,7 +19,7 @@ from audit import merkle
 from audit.entry import Entry, parse_hash
 from audit.errors import AuditError, ReviewError, UnusableInput
 from audit.reviews import ReviewService
-from audit.store import Checkpoint, Store, open_store
+from audit.store import Store, open_store
 from audit.verify import Report, load_checkpoint, verify_file, verify_store
 
 DEFAULT_STORE = "sqlite:///signoff.db"
@@ -165,7 +165,10 @@ def cmd_prove(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     bundle = inclusion_bundle(store, args.seq, args.size)
     merkle.verify_inclusion(
-        parse_hash(bundle["leaf"]), args.seq, bundle["size"], [base64.b64decode(p) for p in bundle["proof"]],
+        parse_hash(bundle["leaf"]),
+        args.seq,
+        bundle["size"],
+        [base64.b64decode(p) for p in bundle["proof"]],
         parse_hash(bundle["root"]),
     )
     print(json.dumps(bundle, indent=2, ensure_ascii=False))
@@ -178,8 +181,10 @@ def cmd_consistency(args: argparse.Namespace) -> int:
     if old.log != store.log_id:
         raise UnusableInput(f"{args.old}: expected a checkpoint of log {store.log_id}, found log {old.log}")
     if not old.verify(store.public_key):
-        print(f"TAMPERED: checkpoint {args.old}: expected a valid signature by the log key, found an invalid one",
-              file=sys.stderr)
+        print(
+            f"TAMPERED: checkpoint {args.old}: expected a valid signature by the log key, found an invalid one",
+            file=sys.stderr,
+        )
         return 1
     new_size = store.size()
     new_root = store.root(new_size)
@@ -205,8 +210,10 @@ def cmd_pending(args: argparse.Namespace) -> int:
     service = ReviewService(open_store(args.store))
     for review in service.pending(tool=args.tool, limit=args.limit):
         deadline = review.deadline.isoformat() if review.deadline else "-"
-        print(f"{review.id}  {review.tool:<20} {review.call.agent or '-':<16} deadline {deadline}  "
-              f"{json.dumps(review.call.args, ensure_ascii=False)[:80]}")
+        print(
+            f"{review.id}  {review.tool:<20} {review.call.agent or '-':<16} deadline {deadline}  "
+            f"{json.dumps(review.call.args, ensure_ascii=False)[:80]}"
+        )
     return 0
 
 
@@ -237,10 +244,16 @@ def cmd_enroll(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="audit", description="Create, inspect, prove and verify a Signoff log.")
-    parser.add_argument("--store", default=os.environ.get("SIGNOFF_STORE", DEFAULT_STORE),
-                        help="store URL: sqlite:///file.db or postgresql://… (env SIGNOFF_STORE)")
-    parser.add_argument("--key", default=os.environ.get("SIGNOFF_KEY", DEFAULT_KEY),
-                        help="the log's private key file (PEM, mode 0600; env SIGNOFF_KEY)")
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("SIGNOFF_STORE", DEFAULT_STORE),
+        help="store URL: sqlite:///file.db or postgresql://… (env SIGNOFF_STORE)",
+    )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("SIGNOFF_KEY", DEFAULT_KEY),
+        help="the log's private key file (PEM, mode 0600; env SIGNOFF_KEY)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("init", help="create the log and its Ed25519 key").set_defaults(run=cmd_init)

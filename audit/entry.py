@@ -19,6 +19,7 @@ from audit.merkle import leaf_hash
 VERSION = 1
 ZERO_HASH = "sha256:" + "0" * 64
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+TIME = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z$")
 ACTOR = re.compile(r"^(human|agent|service|log):[^\s]{1,200}$")
 
 KINDS = frozenset(

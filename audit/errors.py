@@ -87,9 +87,7 @@ class DeadlinePassed(ReviewError):
     def __init__(self, review_id: str, deadline: str, now: str) -> None:
         self.review_id = review_id
         self.deadline = deadline
-        super().__init__(
-            f"review {review_id}: expected a decision before the deadline {deadline}, found it at {now}"
-        )
+        super().__init__(f"review {review_id}: expected a decision before the deadline {deadline}, found it at {now}")
 
 
 class NotAllowed(ReviewError):

@@ -201,9 +201,7 @@ def consistency_path(old_size: int, new_size: int) -> list[tuple[int, int]]:
     Empty when ``old_size == new_size`` (RFC) or ``old_size == 0`` (nothing to prove).
     """
     if not 0 <= old_size <= new_size:
-        raise ValueError(
-            f"invalid consistency sizes {old_size} -> {new_size}: expected 0 <= old_size <= new_size"
-        )
+        raise ValueError(f"invalid consistency sizes {old_size} -> {new_size}: expected 0 <= old_size <= new_size")
     if old_size == 0:
         return []
     path: list[tuple[int, int]] = []
@@ -227,8 +225,7 @@ def consistency_path(old_size: int, new_size: int) -> list[tuple[int, int]]:
 def _range_hash(leaves: Sequence[bytes], start: int, end: int) -> bytes:
     """MTH(D[start:end]) the way a stored log computes it: from perfect-subtree nodes."""
     nodes = [
-        root_from_leaves(leaves[index << level : (index + 1) << level])
-        for level, index in perfect_subtrees(start, end)
+        root_from_leaves(leaves[index << level : (index + 1) << level]) for level, index in perfect_subtrees(start, end)
     ]
     return subtree_root(nodes)
 
@@ -260,9 +257,7 @@ def _check_proof_hashes(proof: Sequence[bytes]) -> None:
 
 def _check_root(kind: str, calculated: bytes, expected: bytes) -> None:
     if calculated != expected:
-        raise ProofError(
-            f"calculated {kind} {_hex(calculated)} does not match expected {kind} {_hex(expected)}"
-        )
+        raise ProofError(f"calculated {kind} {_hex(calculated)} does not match expected {kind} {_hex(expected)}")
 
 
 def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes], root: bytes) -> None:
@@ -299,18 +294,14 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
     _check_root("root", r, root)
 
 
-def verify_consistency(
-    old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]
-) -> None:
+def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> None:
     """Check that tree ``new_root`` of ``new_size`` extends ``old_root`` of ``old_size`` (RFC 9162 §2.1.4.2).
 
     ``old_size == new_size`` needs an empty proof and equal roots; ``old_size == 0``
     needs an empty proof and ``old_root == EMPTY_ROOT``. Raises :class:`ProofError`.
     """
     if not 0 <= old_size <= new_size:
-        raise ProofError(
-            f"invalid consistency sizes {old_size} -> {new_size}: expected 0 <= old_size <= new_size"
-        )
+        raise ProofError(f"invalid consistency sizes {old_size} -> {new_size}: expected 0 <= old_size <= new_size")
     _check_hash("old root", old_root, ProofError)
     _check_hash("new root", new_root, ProofError)
     _check_proof_hashes(proof)
@@ -318,8 +309,7 @@ def verify_consistency(
     if old_size == new_size or old_size == 0:
         if proof:
             raise ProofError(
-                f"consistency proof has wrong length: expected 0, got {len(proof)} "
-                f"(sizes {old_size} -> {new_size})"
+                f"consistency proof has wrong length: expected 0, got {len(proof)} (sizes {old_size} -> {new_size})"
             )
         if old_size == 0:
             _check_root("old root", old_root, EMPTY_ROOT)

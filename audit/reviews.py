@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
+from sqlmodel import col
 
 from audit import rules
 from audit.canonical import check, digest
@@ -210,7 +211,9 @@ class ReviewService:
         if not verify_signature(row.public_key, sig, statement(kind, actor, body)):
             raise NotAllowed(f"sig.value: expected a valid Ed25519 signature by {sig.get('key')}, found an invalid one")
 
-    def _close(self, tx: Tx, row: Any, entry: Entry, status: str, extra: dict[str, Any], final_digest: str | None) -> None:
+    def _close(
+        self, tx: Tx, row: Any, entry: Entry, status: str, extra: dict[str, Any], final_digest: str | None
+    ) -> None:
         data = json.loads(row.data)
         data.update(extra)
         values: dict[str, Any] = {
@@ -221,11 +224,11 @@ class ReviewService:
             "final_digest": final_digest,
             "data": json.dumps(data),
         }
-        tx.conn.execute(update(ReviewRow).where(ReviewRow.id == row.id).values(**values))  # type: ignore[arg-type]
+        tx.conn.execute(update(ReviewRow).where(col(ReviewRow.id) == row.id).values(**values))
         tx.conn.execute(
             update(FrontierRow)
-            .where(FrontierRow.id == row.frontier)  # type: ignore[arg-type]
-            .values(open_count=FrontierRow.open_count - 1)
+            .where(col(FrontierRow.id) == row.frontier)
+            .values(open_count=col(FrontierRow.open_count) - 1)
         )
 
     # -- opening -----------------------------------------------------------------------
@@ -317,7 +320,13 @@ class ReviewService:
                 )
             tx.conn.execute(
                 insert(FrontierRow),
-                {"id": frontier_id, "log": tx.log, "opened_seq": first_seq, "size": len(bodies), "open_count": len(bodies)},
+                {
+                    "id": frontier_id,
+                    "log": tx.log,
+                    "opened_seq": first_seq,
+                    "size": len(bodies),
+                    "open_count": len(bodies),
+                },
             )
             return frontier_id
 
@@ -325,9 +334,7 @@ class ReviewService:
 
     # -- deciding ----------------------------------------------------------------------
 
-    def _decide(
-        self, review_id: str, kind: str, reviewer: str, make_body: Any, sig: dict[str, str] | None
-    ) -> Review:
+    def _decide(self, review_id: str, kind: str, reviewer: str, make_body: Any, sig: dict[str, str] | None) -> Review:
         def work(tx: Tx) -> None:
             row = self._row(tx, review_id)
             state = _state_from_row(row) if row is not None else None
@@ -431,12 +438,12 @@ class ReviewService:
             rows = tx.conn.execute(
                 select(ReviewRow)
                 .where(
-                    ReviewRow.log == tx.log,
-                    ReviewRow.status == "pending",
-                    ReviewRow.deadline.is_not(None),  # type: ignore[union-attr]
-                    ReviewRow.deadline <= tx.at,  # type: ignore[operator]
+                    col(ReviewRow.log) == tx.log,
+                    col(ReviewRow.status) == "pending",
+                    col(ReviewRow.deadline).is_not(None),
+                    col(ReviewRow.deadline) <= tx.at,
                 )
-                .order_by(ReviewRow.opened_seq)
+                .order_by(col(ReviewRow.opened_seq))
             ).all()
             expired = []
             for row in rows:
@@ -538,7 +545,9 @@ class ReviewService:
                     .values(**values, enrolled_seq=entry.seq)
                 )
             else:
-                tx.conn.execute(insert(ReviewerRow), {"log": tx.log, "id": reviewer, "enrolled_seq": entry.seq, **values})
+                tx.conn.execute(
+                    insert(ReviewerRow), {"log": tx.log, "id": reviewer, "enrolled_seq": entry.seq, **values}
+                )
             if key is not None:
                 self._insert_key(tx, reviewer, key, entry.seq)
             return entry
@@ -645,7 +654,9 @@ class ReviewService:
             query = query.where(ReviewRow.agent == agent)  # type: ignore[arg-type]
         return query
 
-    def pending(self, *, tool: str | None = None, agent: str | None = None, limit: int = 50, offset: int = 0) -> list[Review]:
+    def pending(
+        self, *, tool: str | None = None, agent: str | None = None, limit: int = 50, offset: int = 0
+    ) -> list[Review]:
         """Open reviews, oldest first."""
         query = self._pending_query(tool, agent).order_by(ReviewRow.opened_seq).limit(limit).offset(offset)
         with self.store.read_engine.connect() as conn:

@@ -130,7 +130,8 @@ def decide(
     if kind == "review.approved":
         if body.get("args_digest") != current.args_digest:
             raise ExecutionMismatch(
-                f"review {review_id}: expected the approval of args {current.args_digest}, found {body.get('args_digest')}"
+                f"review {review_id}: expected the approval of args {current.args_digest}, "
+                f"found {body.get('args_digest')}"
             )
         return replace(current, status="approved", final_digest=current.args_digest, args=None)
     if kind == "review.edited":

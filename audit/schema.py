@@ -66,7 +66,8 @@ def _check(schema: dict[str, Any], value: Any, path: str) -> None:
             for key in value:
                 if key not in properties:
                     raise SchemaViolation(
-                        _join(path, key), f"expected one of the declared parameters {sorted(properties)}, found an unknown one"
+                        _join(path, key),
+                        f"expected one of the declared parameters {sorted(properties)}, found an unknown one",
                     )
         for key, item in value.items():
             if key in properties and isinstance(properties[key], dict):

@@ -30,11 +30,30 @@ from audit.entry import Entry, format_hash, format_time, parse_hash
 from audit.errors import AppendConflict, LogExists, LogNotFound, StoreError
 from audit.keys import Signer, read_private_key, verify_signature, write_private_key
 from audit.notify import ChangeFeed, postgres_watcher, sqlite_watcher
-from audit.tables import CheckpointRow, EntryRow, KeyRow, LogRow, NodeRow
+from audit.tables import CheckpointRow, EntryRow, KeyRow, LogRow
 
 T = TypeVar("T")
 READ_CHUNK = 2000
 APPEND_ATTEMPTS = 8
+HASH_SIZE = 32
+
+# The append hot path speaks the driver's own SQL on the transaction's DBAPI cursor:
+# building, compiling and wrapping SQLAlchemy statements cost more than the statements.
+_ENTRY_COLUMNS = ("log", "seq", "hash", "kind", "actor", "subject", "raw", "nodes")
+_SQL = {
+    "sqlite": {
+        "last": "SELECT seq, hash FROM signoff_entry WHERE log = ? ORDER BY seq DESC LIMIT 1",
+        "lock": "SELECT id FROM signoff_log WHERE id = ?",
+        "insert": f"INSERT INTO signoff_entry ({', '.join(_ENTRY_COLUMNS)}) VALUES ({', '.join('?' * 8)})",
+        "node": "SELECT hash, nodes FROM signoff_entry WHERE log = ? AND seq = ?",
+    },
+    "postgresql": {
+        "last": "SELECT seq, hash FROM signoff_entry WHERE log = %s ORDER BY seq DESC LIMIT 1",
+        "lock": "SELECT id FROM signoff_log WHERE id = %s FOR UPDATE",
+        "insert": f"INSERT INTO signoff_entry ({', '.join(_ENTRY_COLUMNS)}) VALUES ({', '.join(['%s'] * 8)})",
+        "node": "SELECT hash, nodes FROM signoff_entry WHERE log = %s AND seq = %s",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -84,35 +103,34 @@ class Tx:
     size: int
     head: str
     compact: merkle.CompactRange
-    _entries: list[dict[str, Any]] = field(default_factory=list)
-    _nodes: list[dict[str, Any]] = field(default_factory=list)
+    _entries: list[tuple[Any, ...]] = field(default_factory=list)
     appended: list[Entry] = field(default_factory=list)
 
-    @property
-    def at(self) -> str:
-        return format_time(self.now)
+    at: str = ""
+
+    def __post_init__(self) -> None:
+        self.at = format_time(self.now)
 
     def append(self, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None) -> Entry:
         item = entries.build(
             log=self.log, seq=self.size, prev=self.head, at=self.at, actor=actor, kind=kind, body=body, sig=sig
         )
-        for level, index, digest in self.compact.append(parse_hash(item.hash)):
-            self._nodes.append({"log": self.log, "level": level, "idx": index, "hash": digest})
-        self._entries.append(
-            {
-                "log": self.log,
-                "seq": item.seq,
-                "hash": item.hash,
-                "kind": kind,
-                "actor": actor,
-                "review": item.review,
-                "raw": item.raw,
-            }
-        )
+        completed = self.compact.append(parse_hash(item.hash))
+        nodes = b"".join(digest for _level, _index, digest in completed)
+        self._entries.append((self.log, item.seq, item.hash, kind, actor, _subject(body), item.raw, nodes))
         self.size += 1
         self.head = item.hash
         self.appended.append(item)
         return item
+
+
+def _subject(body: dict[str, Any]) -> str | None:
+    """What an entry is about, for the subject index: a review, frontier, reviewer or actor."""
+    for name in ("review", "frontier", "reviewer", "actor"):
+        value = body.get(name)
+        if isinstance(value, str):
+            return value
+    return None
 
 
 class Store:
@@ -143,8 +161,9 @@ class Store:
             SQLModel.metadata.create_all(self.write_engine)
         except OperationalError as exc:
             raise StoreError(f"store {_safe(url)}: expected a reachable database, found {exc.orig}") from None
+        self._sql = _SQL[self.backend]
         self._log: LogInfo | None = None
-        self._public_keys: dict[str, tuple[str, str]] = {}
+        self._compact_cache: tuple[int, str, merkle.CompactRange] | None = None
 
     # -- the log itself ---------------------------------------------------------------
 
@@ -169,33 +188,12 @@ class Store:
                 body=body,
                 sig=signer.sign(entries.statement("key.enrolled", f"log:{log_id}", body)),
             )
-            compact = merkle.CompactRange()
-            compact.append(parse_hash(first.hash))
             with self.write_engine.begin() as conn:
                 if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
                     raise LogExists(f"store {_safe(self.url)}: expected an empty store, found a log already")
-                conn.execute(
-                    insert(LogRow),
-                    {
-                        "id": log_id,
-                        "created_at": created,
-                        "public_key": signer.public,
-                        "size": 1,
-                        "head": first.hash,
-                        "compact": json.dumps([h.hex() for h in compact.hashes]),
-                    },
-                )
-                conn.execute(
-                    insert(EntryRow),
-                    {
-                        "log": log_id,
-                        "seq": 0,
-                        "hash": first.hash,
-                        "kind": first.kind,
-                        "actor": first.actor,
-                        "review": None,
-                        "raw": first.raw,
-                    },
+                conn.execute(insert(LogRow), {"id": log_id, "created_at": created, "public_key": signer.public})
+                conn.exec_driver_sql(
+                    self._sql["insert"], (log_id, 0, first.hash, first.kind, first.actor, first.actor, first.raw, b"")
                 )
                 conn.execute(
                     insert(KeyRow),
@@ -242,15 +240,46 @@ class Store:
         assert self._log is not None
         return self._log.public_key
 
-    def _head(self) -> tuple[int, str]:
-        with self.read_engine.connect() as conn:
-            row = conn.execute(select(LogRow.size, LogRow.head)).first()  # type: ignore[call-overload]
+    def _head(self, conn: Connection | None = None) -> tuple[int, str]:
+        if conn is None:
+            with self.read_engine.connect() as own:
+                return self._head(own)
+        cursor = _cursor(conn)
+        cursor.execute(self._sql["last"], (self.log_id,))
+        row = cursor.fetchone()
         if row is None:
             raise LogNotFound(f"store {_safe(self.url)}: expected a log, found none (run `audit init`)")
-        return int(row[0]), str(row[1])
+        return int(row[0]) + 1, str(row[1])
 
     def size(self) -> int:
         return self._head()[0]
+
+    def _compact_at(self, conn: Connection, size: int, head: str) -> merkle.CompactRange:
+        """The compact range at ``size``: from the cache when the head matches, else O(log n) reads."""
+        cached = self._compact_cache
+        if cached is not None and cached[0] == size and cached[1] == head:
+            return cached[2].copy()
+        hashes = self._node_hashes(conn, merkle.perfect_subtrees(0, size))
+        return merkle.CompactRange(size, hashes)
+
+    def _node_hashes(self, conn: Connection, nodes: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Perfect subtree hashes: a leaf's own hash, or a node stored with the entry that completed it."""
+        out = []
+        for level, index in nodes:
+            last_leaf = ((index + 1) << level) - 1
+            cursor = _cursor(conn)
+            cursor.execute(self._sql["node"], (self.log_id, last_leaf))
+            row = cursor.fetchone()
+            if row is None:
+                raise StoreError(f"Merkle node ({level}, {index}): expected entry {last_leaf}, found none")
+            if level == 0:
+                out.append(parse_hash(row[0]))
+            else:
+                node = bytes(row[1])[(level - 1) * HASH_SIZE : level * HASH_SIZE]
+                if len(node) != HASH_SIZE:
+                    raise StoreError(f"Merkle node ({level}, {index}): expected a stored hash, found none")
+                out.append(node)
+        return out
 
     # -- writing ---------------------------------------------------------------------
 
@@ -266,40 +295,29 @@ class Store:
         for _ in range(APPEND_ATTEMPTS):
             try:
                 with self.write_engine.begin() as conn:
-                    query = select(LogRow.size, LogRow.head, LogRow.compact).where(LogRow.id == log_id)  # type: ignore[call-overload]
-                    if self.backend == "postgresql":
-                        query = query.with_for_update()
-                    size, head, compact = conn.execute(query).one()
-                    hashes = [bytes.fromhex(h) for h in json.loads(compact)]
-                    tx = Tx(self, conn, log_id, self.clock(), size, head, merkle.CompactRange(size, hashes))
+                    _cursor(conn).execute(self._sql["lock"], (log_id,))
+                    size, head = self._head(conn)
+                    tx = Tx(self, conn, log_id, self.clock(), size, head, self._compact_at(conn, size, head))
                     result = work(tx)
                     if tx.appended:
-                        self._flush(tx, size)
+                        _cursor(conn).executemany(self._sql["insert"], tx._entries)
+                        if self.backend == "postgresql":
+                            conn.execute(
+                                text("SELECT pg_notify(:channel, :size)"),
+                                {"channel": _channel(log_id), "size": str(tx.size)},
+                            )
                 if tx.appended:
+                    self._compact_cache = (tx.size, tx.head, tx.compact)
                     self.feed.bump()
                 return result
             except IntegrityError as exc:
-                if "signoff_entry" not in str(exc) and "seq" not in str(exc):
+                # The (log, seq) key refused a second entry at this seq: another writer won the
+                # compare-and-swap. Rerun the work on the new head.
+                if "signoff_entry" not in str(exc) and "unique" not in str(exc).lower():
                     raise
-                last = exc
-            except AppendConflict as exc:
+                self._compact_cache = None
                 last = exc
         raise AppendConflict(f"append: expected to move the head within {APPEND_ATTEMPTS} tries, found {last}")
-
-    def _flush(self, tx: Tx, old_size: int) -> None:
-        conn = tx.conn
-        conn.execute(insert(EntryRow), tx._entries)
-        if tx._nodes:
-            conn.execute(insert(NodeRow), tx._nodes)
-        moved = conn.execute(
-            update(LogRow)
-            .where(LogRow.id == tx.log, LogRow.size == old_size)  # type: ignore[arg-type]
-            .values(size=tx.size, head=tx.head, compact=json.dumps([h.hex() for h in tx.compact.hashes]))
-        )
-        if moved.rowcount != 1:
-            raise AppendConflict(f"head: expected size {old_size}, found it moved")
-        if self.backend == "postgresql":
-            conn.execute(text("SELECT pg_notify(:channel, :size)"), {"channel": _channel(tx.log), "size": str(tx.size)})
 
     def append(self, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None) -> Entry:
         """Append one entry durably and return it (with its ``seq`` and hash)."""
@@ -356,7 +374,7 @@ class Store:
             if kind is not None:
                 query = query.where(EntryRow.kind == kind)
             if review is not None:
-                query = query.where(EntryRow.review == review)
+                query = query.where(EntryRow.subject == review)
             if actor is not None:
                 query = query.where(EntryRow.actor == actor)
             if stop is not None:
@@ -400,24 +418,7 @@ class Store:
     # -- Merkle tree (RFC 9162 §2.1) -------------------------------------------------
 
     def _range_hashes(self, conn: Connection, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        out = []
-        for start, end in ranges:
-            nodes = []
-            for level, index in merkle.perfect_subtrees(start, end):
-                if level == 0:
-                    row = conn.execute(
-                        select(EntryRow.hash).where(EntryRow.log == self.log_id, EntryRow.seq == index)  # type: ignore[call-overload]
-                    ).one()
-                    nodes.append(parse_hash(row[0]))
-                else:
-                    row = conn.execute(
-                        select(NodeRow.hash).where(  # type: ignore[call-overload]
-                            NodeRow.log == self.log_id, NodeRow.level == level, NodeRow.idx == index
-                        )
-                    ).one()
-                    nodes.append(bytes(row[0]))
-            out.append(merkle.subtree_root(nodes))
-        return out
+        return [merkle.subtree_root(self._node_hashes(conn, merkle.perfect_subtrees(s, e))) for s, e in ranges]
 
     def root(self, size: int | None = None) -> bytes:
         """The Merkle tree hash over the first ``size`` entries, from O(log n) stored nodes."""
@@ -454,17 +455,13 @@ class Store:
         """Sign and store the current tree head (its root comes from the compact range)."""
         signer = key if isinstance(key, Signer) else read_private_key(key)
         if signer.public != self.public_key:
-            raise StoreError(
-                f"checkpoint key: expected the log's key {self.public_key}, found {signer.public}"
-            )
+            raise StoreError(f"checkpoint key: expected the log's key {self.public_key}, found {signer.public}")
         with self.read_engine.connect() as conn:
-            size, compact = conn.execute(
-                select(LogRow.size, LogRow.compact).where(LogRow.id == self.log_id)  # type: ignore[call-overload]
-            ).one()
-        hashes = [bytes.fromhex(h) for h in json.loads(compact)]
-        root = format_hash(merkle.CompactRange(size, hashes).root())
-        body = {"log": self.log_id, "size": int(size), "root": root, "at": format_time(self.clock())}
-        point = Checkpoint(**body, sig=signer.sign(canonical(body)))
+            size, head = self._head(conn)
+            compact = self._compact_at(conn, size, head)
+        root = format_hash(compact.root())
+        point = Checkpoint(self.log_id, int(size), root, format_time(self.clock()), {})
+        point = Checkpoint(point.log, point.size, point.root, point.at, signer.sign(canonical(point.body())))
         with self.write_engine.begin() as conn:
             exists = conn.execute(
                 select(CheckpointRow.size).where(CheckpointRow.log == self.log_id, CheckpointRow.size == size)  # type: ignore[call-overload]
@@ -472,7 +469,13 @@ class Store:
             if exists is None:
                 conn.execute(
                     insert(CheckpointRow),
-                    {"log": self.log_id, "size": size, "root": root, "at": point.at, "signed": json.dumps(point.to_json())},
+                    {
+                        "log": self.log_id,
+                        "size": size,
+                        "root": root,
+                        "at": point.at,
+                        "signed": json.dumps(point.to_json()),
+                    },
                 )
             else:
                 conn.execute(
@@ -536,6 +539,17 @@ def open_store(url: str, *, clock: Callable[[], datetime] | None = None) -> Stor
     return Store(url, clock=clock)
 
 
+def _cursor(conn: Connection) -> Any:
+    """The DBAPI cursor of this transaction's connection, made once per transaction."""
+    info = conn.info
+    cursor = info.get("signoff_cursor")
+    if cursor is None or info.get("signoff_cursor_of") is not conn:
+        cursor = conn.connection.cursor()
+        info["signoff_cursor"] = cursor
+        info["signoff_cursor_of"] = conn
+    return cursor
+
+
 def _channel(log_id: str) -> str:
     return f"signoff_{log_id}"
 
@@ -561,6 +575,6 @@ def _sqlite_engine(url: str, *, write: bool) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")  # type: ignore[union-attr]
 
     return engine

@@ -12,44 +12,34 @@ from sqlmodel import Field, SQLModel
 
 
 class LogRow(SQLModel, table=True):
-    """One log and its head: size, last hash and compact range (the compare-and-swap row)."""
+    """One log: its id and public key. The head is the entry with the highest ``seq``."""
 
     __tablename__ = "signoff_log"
 
     id: str = Field(primary_key=True)
     created_at: str
     public_key: str
-    size: int = 0
-    head: str
-    compact: str = "[]"  # JSON list of hex subtree roots, largest first
 
 
 class EntryRow(SQLModel, table=True):
+    """One entry: its exact canonical bytes, its leaf hash, and the Merkle nodes it completed.
+
+    ``nodes`` holds the 32-byte hashes of the perfect subtrees (levels 1, 2, …) whose last
+    leaf is this entry, so a proof or the compact range costs O(log n) point reads and an
+    append writes one row. ``subject`` is the review, frontier or reviewer it is about.
+    """
+
     __tablename__ = "signoff_entry"
-    __table_args__ = (
-        Index("ix_signoff_entry_kind", "log", "kind", "seq"),
-        Index("ix_signoff_entry_review", "review", "seq"),
-        Index("ix_signoff_entry_actor", "log", "actor", "seq"),
-    )
+    __table_args__ = (Index("ix_signoff_entry_subject", "subject", "seq"),)
 
     log: str = Field(primary_key=True)
     seq: int = Field(primary_key=True)
     hash: str
     kind: str
     actor: str
-    review: str | None = None
+    subject: str | None = None
     raw: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
-
-
-class NodeRow(SQLModel, table=True):
-    """A perfect Merkle subtree hash (level >= 1) covering leaves [index*2^level, (index+1)*2^level)."""
-
-    __tablename__ = "signoff_node"
-
-    log: str = Field(primary_key=True)
-    level: int = Field(primary_key=True)
-    idx: int = Field(primary_key=True)
-    hash: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    nodes: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 
 class CheckpointRow(SQLModel, table=True):

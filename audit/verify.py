@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlmodel import col
 
 from audit import merkle, rules
-from audit.canonical import is_canonical
-from audit.entry import ACTOR, DECISIONS, KINDS, OUTCOMES, ZERO_HASH, format_hash, parse_time, statement
+from audit.canonical import digest as json_digest
+from audit.canonical import fast_digest, parse_canonical
+from audit.entry import ACTOR, DECISIONS, KINDS, OUTCOMES, TIME, ZERO_HASH, format_hash, statement
 from audit.errors import AuditError, ReviewError, UnusableInput, VerificationFailed
 from audit.keys import fingerprint, verify_signature
 from audit.store import Checkpoint, Store
@@ -91,10 +93,11 @@ class Verifier:
         # its projection row and only its id is kept. ``keep_all`` keeps every review, to
         # name the row when the projection does not match.
         self.keep_all = False
-        self.closed_reviews: dict[str, str] = {}  # id -> frontier
-        self.closed_frontiers: set[str] = set()
+        self.closed_reviews: set[int | str] = set()
+        self.closed_frontiers: set[int | str] = set()
         self.review_sum = 0
         self.frontier_sum = 0
+        self._simple = False
 
     # -- one entry -------------------------------------------------------------------
 
@@ -106,9 +109,10 @@ class Verifier:
         digest = "sha256:" + leaf.hex()
         if stored_hash is not None and stored_hash != digest:
             raise VerificationFailed(seq, "entry hash", stored_hash, digest)
-        if not is_canonical(raw):
-            raise VerificationFailed(seq, "canonical form (RFC 8785)", "canonical bytes", "bytes that are not")
-        data = json.loads(raw)
+        try:
+            data, self._simple = parse_canonical(raw)
+        except ValueError as exc:
+            raise VerificationFailed(seq, "canonical form (RFC 8785)", "canonical JSON bytes", str(exc)) from None
         if not isinstance(data, dict):
             raise VerificationFailed(seq, "entry shape", "a JSON object", type(data).__name__)
         if data.get("seq") != seq:
@@ -134,10 +138,8 @@ class Verifier:
         elif data.get("log") != self.log:
             raise VerificationFailed(seq, "log id", str(self.log), str(data.get("log")))
         at, actor, kind = data.get("at"), data.get("actor"), data.get("kind")
-        try:
-            parse_time(str(at))
-        except ValueError:
-            raise VerificationFailed(seq, "timestamp", "YYYY-MM-DDTHH:MM:SS.ffffffZ", repr(at)) from None
+        if not isinstance(at, str) or not TIME.match(at):
+            raise VerificationFailed(seq, "timestamp", "YYYY-MM-DDTHH:MM:SS.ffffffZ", repr(at))
         if not isinstance(actor, str) or not ACTOR.match(actor):
             raise VerificationFailed(seq, "actor", "human:|agent:|service:|log: actor", repr(actor))
         if kind not in KINDS:
@@ -152,7 +154,11 @@ class Verifier:
         sig = data.get("sig")
         if seq == 0:
             body = data["body"]
-            if data["kind"] != "key.enrolled" or data["actor"] != f"log:{self.log}" or body.get("actor") != data["actor"]:
+            if (
+                data["kind"] != "key.enrolled"
+                or data["actor"] != f"log:{self.log}"
+                or body.get("actor") != data["actor"]
+            ):
                 raise VerificationFailed(0, "log key", f"entry 0 enrolling log:{self.log}'s key", data["kind"])
             self.log_key = str(body.get("key"))
             try:
@@ -172,7 +178,9 @@ class Verifier:
         if owner != data["actor"] and not (owner.startswith("log:") and data["actor"].startswith("service:")):
             raise VerificationFailed(seq, "signature", f"a key of {data['actor']}", f"a key of {owner}")
         if not verify_signature(public, sig, statement(data["kind"], data["actor"], data["body"])):
-            raise VerificationFailed(seq, "signature", f"a valid Ed25519 signature by {sig.get('key')}", "an invalid one")
+            raise VerificationFailed(
+                seq, "signature", f"a valid Ed25519 signature by {sig.get('key')}", "an invalid one"
+            )
 
     # -- the review rules -----------------------------------------------------------
 
@@ -181,13 +189,12 @@ class Verifier:
             return
         self.review_sum += _row_hash(review_tuple(facts))
         del self.reviews[facts.state.id]
-        self.closed_reviews[facts.state.id] = facts.frontier
+        self.closed_reviews.add(_small(facts.state.id))
 
     def _review(self, review_id: str) -> _ReviewFacts | None:
-        if review_id in self.closed_reviews:
-            frontier = self.closed_reviews[review_id]
-            closed = rules.ReviewState(review_id, frontier, "", "closed", None, "", None, None, executed=True)
-            return _ReviewFacts(closed, frontier)
+        if _small(review_id) in self.closed_reviews:
+            closed = rules.ReviewState(review_id, "", "", "closed", None, "", None, None, executed=True)
+            return _ReviewFacts(closed, "")
         facts = self.reviews.get(review_id)
         if facts is None and self.lookup_review is not None:
             facts = self.lookup_review(review_id)
@@ -196,8 +203,8 @@ class Verifier:
         return facts
 
     def _frontier(self, frontier_id: str) -> list[Any] | None:
-        if frontier_id in self.closed_frontiers:
-            return [0, 0, -1, -1]
+        if _small(frontier_id) in self.closed_frontiers:
+            return [0, 0, -1, -1, set()]
         front = self.frontiers.get(frontier_id)
         if front is None and self.lookup_frontier is not None:
             front = self.lookup_frontier(frontier_id)
@@ -212,7 +219,13 @@ class Verifier:
         elif kind in DECISIONS:
             facts = self._review(str(body.get("review")))
             state = rules.decide(
-                facts.state if facts else None, str(body.get("review")), kind, actor, body, at, self.reviewers.get(actor)
+                facts.state if facts else None,
+                str(body.get("review")),
+                kind,
+                actor,
+                body,
+                at,
+                self.reviewers.get(actor),
             )
             self._close(seq, facts, state)
         elif kind == "review.expired":
@@ -227,23 +240,22 @@ class Verifier:
             front = self._frontier(frontier_id)
             if front is None:
                 raise rules.FrontierNotReady(f"frontier {frontier_id}: expected a known frontier, found none")
-            reviews = body.get("reviews") or []
-            statuses = {}
-            for rid in reviews:
-                facts = self._review(str(rid))
-                if facts is None or facts.frontier != frontier_id:
-                    raise rules.FrontierNotReady(f"frontier {frontier_id}: expected its own reviews, found {rid}")
-                statuses[str(rid)] = facts.state.status
-            if len(statuses) != front[1]:
+            named = body.get("reviews")
+            members: set[str] = front[4]
+            if not isinstance(named, list) or set(map(str, named)) != members or len(named) != len(members):
                 raise rules.FrontierNotReady(
-                    f"frontier {frontier_id}: expected all {front[1]} reviews named, found {len(statuses)}"
+                    f"frontier {frontier_id}: expected its reviews {sorted(members)}, found {named}"
                 )
+            statuses = {}
+            for rid in members:
+                live = self.reviews.get(rid)
+                statuses[rid] = live.state.status if live is not None else "closed"
             rules.resume(frontier_id, statuses, front[2])
             front[2] = seq
             if not self.keep_all:
                 self.frontier_sum += _row_hash(frontier_tuple(frontier_id, front))
                 del self.frontiers[frontier_id]
-                self.closed_frontiers.add(frontier_id)
+                self.closed_frontiers.add(_small(frontier_id))
         elif kind == "tool.executed":
             facts = self._review(str(body.get("review")))
             state = rules.execute(facts.state if facts else None, str(body.get("review")), body.get("args_digest"))
@@ -293,12 +305,16 @@ class Verifier:
         call = body.get("call")
         if not actor.startswith(("agent:", "service:")):
             raise VerificationFailed(seq, "review rule 2", "an agent: or service: opener", actor)
-        if review_id in self.reviews or review_id in self.closed_reviews or not isinstance(call, dict) or not isinstance(call.get("args"), dict):
+        if (
+            review_id in self.reviews
+            or _small(review_id) in self.closed_reviews
+            or not isinstance(call, dict)
+            or not isinstance(call.get("args"), dict)
+        ):
             raise VerificationFailed(seq, "review rule 1", "a new review with call args", review_id)
-        from audit.canonical import digest as json_digest
-
-        if call.get("args_digest") != json_digest(call["args"]):
-            raise VerificationFailed(seq, "args digest", json_digest(call["args"]), str(call.get("args_digest")))
+        args_digest = fast_digest(call["args"]) if self._simple else json_digest(call["args"])
+        if call.get("args_digest") != args_digest:
+            raise VerificationFailed(seq, "args digest", args_digest, str(call.get("args_digest")))
         policy = body.get("policy") or {}
         state = rules.ReviewState(
             id=review_id,
@@ -313,15 +329,16 @@ class Verifier:
         )
         self.reviews[review_id] = _ReviewFacts(state, frontier_id)
         front = self.frontiers.get(frontier_id)
-        if frontier_id in self.closed_frontiers:
+        if _small(frontier_id) in self.closed_frontiers:
             raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
         if front is None:
-            self.frontiers[frontier_id] = [1, 1, None, seq]
+            self.frontiers[frontier_id] = [1, 1, None, seq, {review_id}]
         elif front[2] is not None or front[3] < seq - front[1]:
             raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
         else:
             front[0] += 1
             front[1] += 1
+            front[4].add(review_id)
 
     def _close(self, seq: int, facts: _ReviewFacts | None, state: rules.ReviewState) -> None:
         assert facts is not None
@@ -341,7 +358,9 @@ class Verifier:
 
 def _check_checkpoint(seq_size: int, point: Checkpoint, verifier: Verifier, what: str) -> None:
     if verifier.log_key is None or not point.verify(verifier.log_key):
-        raise VerificationFailed(None, f"{what} signature (size {point.size})", "a valid signature by the log key", "an invalid one")
+        raise VerificationFailed(
+            None, f"{what} signature (size {point.size})", "a valid signature by the log key", "an invalid one"
+        )
     if point.log != verifier.log:
         raise VerificationFailed(None, f"{what} log id", str(verifier.log), point.log)
     if point.root != verifier.root():
@@ -416,7 +435,9 @@ def verify_store(
         if pinned_key is not None and v.log_key is not None and v.log_key != pinned_key:
             raise VerificationFailed(0, "log key", pinned_key, v.log_key)
         if v.expected_seq != stop:
-            raise VerificationFailed(v.expected_seq, "seq density (entry missing)", f"{stop} entries", f"{v.expected_seq}")
+            raise VerificationFailed(
+                v.expected_seq, "seq density (entry missing)", f"{stop} entries", f"{v.expected_seq}"
+            )
         if start == 0:
             try:
                 _check_projection(store, v)
@@ -502,17 +523,21 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             final_digest=row.final_digest if decided else None,
             executed=executed,
         )
-        return _ReviewFacts(state, row.frontier, row.decided_seq if decided else None, row.executed_seq if executed else None)
+        return _ReviewFacts(
+            state, row.frontier, row.decided_seq if decided else None, row.executed_seq if executed else None
+        )
 
     def lookup_frontier(frontier_id: str) -> list[Any] | None:
         with store.read_engine.connect() as conn:
             row = conn.execute(select(FrontierRow).where(FrontierRow.id == frontier_id)).first()  # type: ignore[arg-type]
             if row is None or row.opened_seq >= size:
                 return None
-            reviews = conn.execute(select(ReviewRow.decided_seq).where(ReviewRow.frontier == frontier_id)).all()  # type: ignore[call-overload]
-        still_open = sum(1 for (d,) in reviews if d is None or d >= size)
+            reviews = conn.execute(
+                select(ReviewRow.id, ReviewRow.decided_seq).where(ReviewRow.frontier == frontier_id)  # type: ignore[call-overload]
+            ).all()
+        still_open = sum(1 for (_id, d) in reviews if d is None or d >= size)
         resumed = row.resumed_seq if row.resumed_seq is not None and row.resumed_seq < size else None
-        return [still_open, row.size, resumed, row.opened_seq]
+        return [still_open, row.size, resumed, row.opened_seq, {rid for rid, _d in reviews}]
 
     v.lookup_review = lookup_review
     v.lookup_frontier = lookup_frontier
@@ -527,9 +552,27 @@ def _compact_ranges(size: int) -> Iterator[tuple[int, int]]:
             start += 1 << bit
 
 
+def _small(identifier: str) -> int | str:
+    """A compact set key for a closed id: ``rv_``/``fr_`` + 16 hex digits fit in one int."""
+    if len(identifier) == 19 and identifier[2] == "_":
+        try:
+            return int(identifier[3:], 16) << 1 | (identifier[0] == "f")
+        except ValueError:
+            pass
+    return identifier
+
+
 def review_tuple(facts: _ReviewFacts) -> tuple[Any, ...]:
     state = facts.state
-    return (state.id, state.status, facts.decided_seq, state.final_digest, facts.executed_seq, facts.frontier, state.tool)
+    return (
+        state.id,
+        state.status,
+        facts.decided_seq,
+        state.final_digest,
+        facts.executed_seq,
+        facts.frontier,
+        state.tool,
+    )
 
 
 def frontier_tuple(frontier_id: str, front: list[Any]) -> tuple[Any, ...]:
@@ -566,15 +609,15 @@ def _check_projection(store: Store, v: Verifier) -> None:
             found_reviews += _row_hash(found)
         if found_reviews != review_sum:
             raise ProjectionMismatch()
-        for row in conn.execute(select(FrontierRow).where(FrontierRow.log == v.log)):  # type: ignore[arg-type]
-            found_f = (row.id, row.open_count, row.size, row.resumed_seq)
+        for front_row in conn.execute(select(FrontierRow).where(col(FrontierRow.log) == v.log)):
+            found_f = (front_row.id, front_row.open_count, front_row.size, front_row.resumed_seq)
             if v.keep_all:
-                front = v.frontiers.get(row.id)
-                expected_f = frontier_tuple(row.id, front) if front else None
+                front = v.frontiers.get(front_row.id)
+                expected_f = frontier_tuple(front_row.id, front) if front else None
                 if expected_f != found_f:
                     raise VerificationFailed(
-                        row.resumed_seq if row.resumed_seq is not None else row.opened_seq,
-                        f"projection of frontier {row.id}",
+                        front_row.resumed_seq if front_row.resumed_seq is not None else front_row.opened_seq,
+                        f"projection of frontier {front_row.id}",
                         str(expected_f),
                         str(found_f),
                     )
@@ -582,14 +625,16 @@ def _check_projection(store: Store, v: Verifier) -> None:
         if found_frontiers != frontier_sum:
             raise ProjectionMismatch()
         people = 0
-        for row in conn.execute(select(ReviewerRow).where(ReviewerRow.log == v.log)):  # type: ignore[arg-type]
+        for person in conn.execute(select(ReviewerRow).where(col(ReviewerRow.log) == v.log)):
             people += 1
-            state = v.reviewers.get(row.id)
+            state = v.reviewers.get(person.id)
             found_state = rules.ReviewerState(
-                row.id, tuple(json.loads(row.roles)), tuple(json.loads(row.tools)), bool(row.enabled)
+                person.id, tuple(json.loads(person.roles)), tuple(json.loads(person.tools)), bool(person.enabled)
             )
             if state != found_state:
-                raise VerificationFailed(row.enrolled_seq, f"projection of reviewer {row.id}", str(state), str(found_state))
+                raise VerificationFailed(
+                    person.enrolled_seq, f"projection of reviewer {person.id}", str(state), str(found_state)
+                )
         if people != len(v.reviewers):
             raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
     if v.keep_all:

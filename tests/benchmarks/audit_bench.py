@@ -1,0 +1,346 @@
+"""Benchmark the audit log against limits measured in the same run on the same machine.
+
+Prints one JSON object:
+- durable single appends/s beside the raw SQLite durable-commit rate (a bare table, one
+  insert per transaction, WAL, synchronous=FULL);
+- batched appends/s beside the raw batched-commit rate (same batch size);
+- decisions/s (open + approve) through the review service;
+- ``audit verify`` entries/s beside raw Python SHA-256 over the same bytes;
+- peak RSS while verifying N entries (default 1,000,000) in a child process.
+
+Rates are taken in interleaved rounds (raw, ours, raw, ours, …) and the medians compared,
+because these machines are shared and noisy. Run: ``python tests/benchmarks/audit_bench.py
+[--entries N] [--seconds S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from audit.canonical import digest  # noqa: E402
+from audit.entry import build, format_time  # noqa: E402
+from audit.merkle import CompactRange  # noqa: E402
+from audit.reviews import CallSpec, ReviewService  # noqa: E402
+from audit.store import open_store  # noqa: E402
+
+BATCH = 100
+
+
+def rate(work: Callable[[], int], seconds: float) -> float:
+    """Run ``work`` (which returns how many items it did) repeatedly for ``seconds``; items/s."""
+    done = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        done += work()
+    return done / (time.perf_counter() - start)
+
+
+def raw_sqlite(path: Path, batch: int) -> Callable[[], int]:
+    con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v BLOB NOT NULL)")
+    payload = b"x" * 400
+
+    def work() -> int:
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany("INSERT INTO t (v) VALUES (?)", [(payload,)] * batch)
+        con.execute("COMMIT")
+        return batch
+
+    return work
+
+
+def interleaved(pairs: dict[str, Callable[[], int]], rounds: int, seconds: float) -> dict[str, float]:
+    samples: dict[str, list[float]] = {name: [] for name in pairs}
+    for _ in range(rounds):
+        for name, work in pairs.items():
+            samples[name].append(rate(work, seconds))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def build_log(path: Path, entries: int) -> Path:
+    """Write a realistic log of ``entries`` entries straight to a SQLite file (fast fixture path).
+
+    Review lifecycles (opened, approved/edited/rejected, resumed, executed) with their
+    projection rows, built with the same entry code as the store, so ``verify`` checks a
+    log the service could have written.
+    """
+    from sqlalchemy import insert
+
+    from audit.keys import Signer
+    from audit.tables import EntryRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
+
+    store = open_store(f"sqlite:///{path}")
+    key = path.with_suffix(".pem")
+    info = store.init_log(key)
+    log = info.id
+    signer = Signer.generate()
+    seq, prev = 1, store.info().head
+    compact = CompactRange()
+    first = next(store.iter_raw(0, 1))
+    compact.append(bytes.fromhex(first[1][7:]))
+    at = format_time(store.clock())
+    rows: list[dict[str, object]] = []
+    reviews: list[dict[str, object]] = []
+    fronts: list[dict[str, object]] = []
+    engine = store.write_engine
+
+    def add(actor: str, kind: str, body: dict[str, object]) -> int:
+        nonlocal seq, prev
+        item = build(log=log, seq=seq, prev=prev, at=at, actor=actor, kind=kind, body=body)
+        nodes = compact.append(bytes.fromhex(item.hash[7:]))
+        rows.append(
+            {
+                "log": log,
+                "seq": seq,
+                "hash": item.hash,
+                "kind": kind,
+                "actor": actor,
+                "subject": body.get("review") or body.get("frontier") or body.get("reviewer"),
+                "raw": item.raw,
+                "nodes": b"".join(h for _l, _i, h in nodes),
+            }
+        )
+        seq += 1
+        prev = item.hash
+        return item.seq
+
+    def flush() -> None:
+        with engine.begin() as conn:
+            if rows:
+                conn.execute(insert(EntryRow), rows)
+            if reviews:
+                conn.execute(insert(ReviewRow), reviews)
+            if fronts:
+                conn.execute(insert(FrontierRow), fronts)
+        rows.clear()
+        reviews.clear()
+        fronts.clear()
+
+    add("service:signoff", "reviewer.enrolled", {"reviewer": "human:alice@example.org", "roles": ["ops"], "tools": []})
+    with engine.begin() as conn:
+        conn.execute(
+            insert(ReviewerRow),
+            {
+                "log": log,
+                "id": "human:alice@example.org",
+                "roles": '["ops"]',
+                "tools": "[]",
+                "enabled": True,
+                "enrolled_seq": 1,
+            },
+        )
+    del signer, KeyRow, LogRow
+    n = 0
+    while seq < entries - 4:
+        n += 1
+        rid, fid = f"rv_{n:016x}", f"fr_{n:016x}"
+        args = {"amount": n % 1000, "to": f"acct-{n}", "memo": "monthly rent, see ticket #4411"}
+        call = {
+            "app": "bank",
+            "user": "u1",
+            "session": f"s{n}",
+            "invocation": f"e-{n}",
+            "confirmation_id": f"c{n}",
+            "call_id": f"k{n}",
+            "tool": "transfer",
+            "args": args,
+            "args_digest": digest(args),
+            "hint": "Transfer?",
+            "payload": None,
+            "agent": "teller",
+            "node_path": "teller",
+            "context": {"user": "pay rent"},
+            "tool_description": "Move money",
+            "tool_schema": None,
+            "kind": "confirmation",
+        }
+        opened = add(
+            "agent:teller",
+            "review.opened",
+            {
+                "review": rid,
+                "frontier": fid,
+                "call": call,
+                "policy": {"role": None, "deadline_seconds": None},
+                "deadline": None,
+            },
+        )
+        if n % 10 == 0:
+            decided = add("human:alice@example.org", "review.rejected", {"review": rid, "reason": "not today"})
+            status, final, executed = "rejected", None, None
+        else:
+            decided = add(
+                "human:alice@example.org",
+                "review.approved",
+                {"review": rid, "args_digest": call["args_digest"], "rationale": ""},
+            )
+            status, final = "approved", call["args_digest"]
+        resumed = add(
+            "agent:teller",
+            "run.resumed",
+            {"frontier": fid, "reviews": [rid], "invocation": f"e-{n}", "session": f"s{n}"},
+        )
+        if status == "approved":
+            executed = add("agent:teller", "tool.executed", {"review": rid, "args_digest": final})
+        reviews.append(
+            {
+                "id": rid,
+                "log": log,
+                "frontier": fid,
+                "status": status,
+                "tool": "transfer",
+                "agent": "teller",
+                "app": "bank",
+                "session": f"s{n}",
+                "confirmation_id": f"c{n}",
+                "opened_seq": opened,
+                "opened_at": at,
+                "deadline": None,
+                "decided_seq": decided,
+                "decided_by": "human:alice@example.org",
+                "decided_at": at,
+                "args_digest": call["args_digest"],
+                "final_digest": final,
+                "executed_seq": executed,
+                "data": json.dumps({"call": call}),
+            }
+        )
+        fronts.append({"id": fid, "log": log, "opened_seq": opened, "size": 1, "open_count": 0, "resumed_seq": resumed})
+        if len(rows) >= 20000:
+            flush()
+    flush()
+    store.close()
+    return path
+
+
+def verify_child(path: str) -> None:
+    """Child process: verify the store and print entries/s and peak RSS as JSON."""
+    from audit.verify import verify_store
+
+    store = open_store(f"sqlite:///{path}")
+    start = time.perf_counter()
+    report = verify_store(store)
+    elapsed = time.perf_counter() - start
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "ok": report.ok,
+                "size": report.size,
+                "seconds": elapsed,
+                "peak_rss_mb": peak_kb / 1024,
+                "failure": str(report.failure) if report.failure else None,
+            }
+        )
+    )
+
+
+def sha256_rate(path: Path) -> float:
+    """Raw Python SHA-256 over the same entry bytes (read once into memory first): entries/s."""
+    con = sqlite3.connect(path)
+    blobs = [bytes(r[0]) for r in con.execute("SELECT raw FROM signoff_entry ORDER BY seq LIMIT 200000")]
+    start = time.perf_counter()
+    for blob in blobs:
+        hashlib.sha256(b"\x00" + blob).digest()
+    return len(blobs) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--entries", type=int, default=1_000_000, help="log size for the verify measurement")
+    parser.add_argument("--seconds", type=float, default=1.5, help="seconds per measurement round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--verify-child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.verify_child:
+        verify_child(args.verify_child)
+        return
+
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", str(ROOT))) as tmp:
+        base = Path(tmp)
+        store = open_store(f"sqlite:///{base / 'store.db'}")
+        store.init_log(base / "key.pem")
+        body = {"reviewer": "human:alice@example.org", "roles": ["ops"], "tools": ["transfer*"]}
+
+        def single() -> int:
+            store.append("service:signoff", "reviewer.enrolled", body)
+            return 1
+
+        def batched() -> int:
+            store.append_many([("service:signoff", "reviewer.enrolled", body)] * BATCH)
+            return BATCH
+
+        singles = interleaved({"raw": raw_sqlite(base / "raw1.db", 1), "signoff": single}, args.rounds, args.seconds)
+        batches = interleaved(
+            {"raw": raw_sqlite(base / "raw2.db", BATCH), "signoff": batched}, args.rounds, args.seconds
+        )
+
+        service = ReviewService(store)
+        service.enroll_reviewer("human:bench@example.org", roles=["ops"])
+        counter = [0]
+
+        def decision() -> int:
+            counter[0] += 1
+            n = counter[0]
+            call = CallSpec(
+                app="bench",
+                user="u",
+                session=f"s{n}",
+                invocation=f"i{n}",
+                confirmation_id=f"c{n}",
+                call_id=f"k{n}",
+                tool="transfer",
+                args={"amount": n, "to": "bob"},
+            )
+            front = service.open_frontier([call], actor="agent:bench")
+            service.approve(front.reviews[0].id, reviewer="human:bench@example.org")
+            return 1
+
+        decisions = rate(decision, args.seconds * 2)
+        store.close()
+
+        big = build_log(base / "big.db", args.entries)
+        child = subprocess.run(
+            [sys.executable, __file__, "--verify-child", str(big)], capture_output=True, text=True, check=True
+        )
+        verified = json.loads(child.stdout)
+        sha = sha256_rate(big)
+
+    result = {
+        "single_appends_per_s": round(singles["signoff"], 1),
+        "raw_sqlite_durable_commits_per_s": round(singles["raw"], 1),
+        "single_ratio": round(singles["signoff"] / singles["raw"], 3),
+        "batch_size": BATCH,
+        "batched_appends_per_s": round(batches["signoff"], 1),
+        "raw_sqlite_batched_rows_per_s": round(batches["raw"], 1),
+        "batched_ratio": round(batches["signoff"] / batches["raw"], 3),
+        "decisions_per_s_open_plus_approve": round(decisions, 1),
+        "verify_entries": verified["size"],
+        "verify_ok": verified["ok"],
+        "verify_entries_per_s": round(verified["size"] / verified["seconds"], 1),
+        "raw_sha256_entries_per_s": round(sha, 1),
+        "verify_peak_rss_mb": round(verified["peak_rss_mb"], 1),
+        "targets": {"single_ratio": ">= 0.5", "batched_ratio": ">= 0.5", "verify_peak_rss_mb": "< 150"},
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
