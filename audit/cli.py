@@ -94,7 +94,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify_file(path, against=against, pinned_key=args.log_key)
     else:
         store = open_store(args.store)
-        report = verify_store(store, against=against, progress=_progress(store.size()), pinned_key=args.log_key)
+        report = verify_store(
+            store,
+            against=against,
+            progress=_progress(store.size()),
+            pinned_key=args.log_key,
+            incremental=args.incremental,
+        )
     return _report(report, args.json)
 
 
@@ -261,6 +267,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="verify the store, or an exported JSONL file offline")
     verify.add_argument("file", nargs="?", help="an `audit export` file (no database needed)")
     verify.add_argument("--against", help="a checkpoint JSON you kept: prove the log extends it")
+    verify.add_argument(
+        "--incremental",
+        action="store_true",
+        help="with --against: trust the entries the kept checkpoint covers (its root proves them); check later ones",
+    )
     verify.add_argument("--log-key", help="pin the log's public key (ed25519:<base64>)")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.set_defaults(run=cmd_verify)

@@ -58,7 +58,10 @@ def parse_hash(text: str) -> bytes:
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(TIME_FORMAT)
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC: one fixed width, so text order is time order."""
+    if moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_time(text: str) -> datetime:

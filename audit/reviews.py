@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, select, update
 from sqlmodel import col
 
 from audit import rules
@@ -27,14 +27,52 @@ from audit.errors import (
     InvalidEntry,
     MissingReason,
     NotAllowed,
+    StoreError,
     UnknownFrontier,
     UnknownReview,
 )
 from audit.keys import Signer, fingerprint, verify_signature
+from audit.schema import check_args
 from audit.store import Store, Tx
 from audit.tables import FrontierRow, KeyRow, ReviewerRow, ReviewRow
 
 SERVICE = "service:signoff"
+
+# Statements built once (bound per call): building SQLAlchemy expressions on every
+# operation cost more than running them.
+_REVIEW = select(ReviewRow).where(col(ReviewRow.id) == bindparam("id"), col(ReviewRow.log) == bindparam("log"))
+_REVIEWER = select(ReviewerRow).where(col(ReviewerRow.log) == bindparam("log"), col(ReviewerRow.id) == bindparam("id"))
+_FRONTIER = select(FrontierRow).where(col(FrontierRow.id) == bindparam("id"), col(FrontierRow.log) == bindparam("log"))
+_FRONTIER_REVIEWS = (
+    select(ReviewRow).where(col(ReviewRow.frontier) == bindparam("frontier")).order_by(col(ReviewRow.opened_seq))
+)
+_RESUMED_SEQ = select(col(FrontierRow.resumed_seq)).where(col(FrontierRow.id) == bindparam("id"))
+_DUPLICATE = select(col(ReviewRow.id)).where(
+    col(ReviewRow.log) == bindparam("log"),
+    col(ReviewRow.app) == bindparam("app"),
+    col(ReviewRow.session) == bindparam("session"),
+    col(ReviewRow.confirmation_id) == bindparam("confirmation_id"),
+)
+_INSERT_REVIEW = insert(ReviewRow)
+_ACTOR_KEYS = select(KeyRow).where(col(KeyRow.log) == bindparam("log"), col(KeyRow.actor) == bindparam("actor"))
+_INSERT_FRONTIER = insert(FrontierRow)
+_CLOSE = (
+    update(ReviewRow)
+    .where(col(ReviewRow.id) == bindparam("rid"))
+    .values(
+        status=bindparam("status"),
+        decided_seq=bindparam("decided_seq"),
+        decided_by=bindparam("decided_by"),
+        decided_at=bindparam("decided_at"),
+        final_digest=bindparam("final_digest"),
+        data=bindparam("data"),
+    )
+)
+_COUNT_DOWN = (
+    update(FrontierRow)
+    .where(col(FrontierRow.id) == bindparam("fid"))
+    .values(open_count=col(FrontierRow.open_count) - 1)
+)
 _REQUIRED_CALL_FIELDS = ("app", "user", "session", "invocation", "confirmation_id", "call_id", "tool")
 
 
@@ -183,40 +221,46 @@ class ReviewService:
     # -- helpers inside a transaction --------------------------------------------------
 
     def _row(self, tx: Tx, review_id: str) -> Any:
-        return tx.conn.execute(
-            select(ReviewRow).where(ReviewRow.id == review_id, ReviewRow.log == tx.log)  # type: ignore[arg-type]
-        ).first()
+        return tx.conn.execute(_REVIEW, {"id": review_id, "log": tx.log}).first()
 
     def _reviewer_state(self, tx: Tx, actor: str) -> rules.ReviewerState | None:
-        row = tx.conn.execute(
-            select(ReviewerRow).where(ReviewerRow.log == tx.log, ReviewerRow.id == actor)  # type: ignore[arg-type]
-        ).first()
+        row = tx.conn.execute(_REVIEWER, {"log": tx.log, "id": actor}).first()
         if row is None:
             return None
         return rules.ReviewerState(row.id, tuple(json.loads(row.roles)), tuple(json.loads(row.tools)), row.enabled)
 
-    def _sign(self, actor: str, kind: str, body: dict[str, Any]) -> dict[str, str] | None:
-        if self.signer is None or not actor.startswith("service:"):
-            return None
-        return self.signer.sign(statement(kind, actor, body))
+    def _signature(
+        self, tx: Tx, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None
+    ) -> dict[str, str] | None:
+        """The entry's signature, checked in its transaction.
 
-    def _check_sig(self, tx: Tx, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None) -> None:
+        An actor with an enrolled key signs every later entry (a forger cannot drop a
+        signature). A given ``sig`` must verify against a key enrolled for the actor;
+        otherwise this service signs with its ``signer`` when that key is the actor's.
+        """
+        keys = {
+            row.fingerprint: row.public_key for row in tx.conn.execute(_ACTOR_KEYS, {"log": tx.log, "actor": actor})
+        }
+        message = statement(kind, actor, body)
+        if sig is None and self.signer is not None and self.signer.fingerprint in keys:
+            sig = self.signer.sign(message)
         if sig is None:
-            return
-        row = tx.conn.execute(
-            select(KeyRow).where(KeyRow.log == tx.log, KeyRow.fingerprint == sig.get("key"))  # type: ignore[arg-type]
-        ).first()
-        if row is None or row.actor != actor:
+            if keys:
+                raise NotAllowed(f"sig: expected a signature by {actor}'s enrolled key, found none")
+            return None
+        public = keys.get(str(sig.get("key")))
+        if public is None:
             raise NotAllowed(f"sig.key: expected a key enrolled for {actor}, found {sig.get('key')!r}")
-        if not verify_signature(row.public_key, sig, statement(kind, actor, body)):
+        if not verify_signature(public, sig, message):
             raise NotAllowed(f"sig.value: expected a valid Ed25519 signature by {sig.get('key')}, found an invalid one")
+        return sig
 
     def _close(
-        self, tx: Tx, row: Any, entry: Entry, status: str, extra: dict[str, Any], final_digest: str | None
+        self, tx: Tx, row: Any, entry: Entry, status: str, final_args: dict[str, Any] | None, final_digest: str | None
     ) -> None:
-        data = json.loads(row.data)
-        data.update(extra)
+        data = rules.closed_data(json.loads(row.data), entry.kind, entry.body, final_args)
         values: dict[str, Any] = {
+            "rid": row.id,
             "status": status,
             "decided_seq": entry.seq,
             "decided_by": entry.actor,
@@ -224,12 +268,8 @@ class ReviewService:
             "final_digest": final_digest,
             "data": json.dumps(data),
         }
-        tx.conn.execute(update(ReviewRow).where(col(ReviewRow.id) == row.id).values(**values))
-        tx.conn.execute(
-            update(FrontierRow)
-            .where(col(FrontierRow.id) == row.frontier)
-            .values(open_count=col(FrontierRow.open_count) - 1)
-        )
+        tx.conn.execute(_CLOSE, values)
+        tx.conn.execute(_COUNT_DOWN, {"fid": row.frontier})
 
     # -- opening -----------------------------------------------------------------------
 
@@ -271,12 +311,8 @@ class ReviewService:
         def work(tx: Tx) -> str:
             for index, (call, _json, _policy) in enumerate(bodies):
                 duplicate = tx.conn.execute(
-                    select(ReviewRow.id).where(  # type: ignore[call-overload]
-                        ReviewRow.log == tx.log,
-                        ReviewRow.app == call.app,
-                        ReviewRow.session == call.session,
-                        ReviewRow.confirmation_id == call.confirmation_id,
-                    )
+                    _DUPLICATE,
+                    {"log": tx.log, "app": call.app, "session": call.session, "confirmation_id": call.confirmation_id},
                 ).first()
                 if duplicate is not None:
                     raise DuplicateReview(
@@ -298,9 +334,9 @@ class ReviewService:
                     "policy": asdict(policy),
                     "deadline": deadline,
                 }
-                opened = tx.append(actor, "review.opened", body, self._sign(actor, "review.opened", body))
+                opened = tx.append(actor, "review.opened", body, self._signature(tx, actor, "review.opened", body))
                 tx.conn.execute(
-                    insert(ReviewRow),
+                    _INSERT_REVIEW,
                     {
                         "id": review_id,
                         "log": tx.log,
@@ -315,11 +351,11 @@ class ReviewService:
                         "opened_at": opened.at,
                         "deadline": deadline,
                         "args_digest": call_json["args_digest"],
-                        "data": json.dumps({"call": call_json, "policy": asdict(policy)}),
+                        "data": json.dumps(rules.opened_data(body)),
                     },
                 )
             tx.conn.execute(
-                insert(FrontierRow),
+                _INSERT_FRONTIER,
                 {
                     "id": frontier_id,
                     "log": tx.log,
@@ -338,14 +374,14 @@ class ReviewService:
         def work(tx: Tx) -> None:
             row = self._row(tx, review_id)
             state = _state_from_row(row) if row is not None else None
+            decider = self._reviewer_state(tx, reviewer)
             current = rules.check_open(state, review_id)
-            rules.check_decider(reviewer, self._reviewer_state(tx, reviewer), current)
+            rules.check_decider(reviewer, decider, current)
             rules.check_deadline(current, tx.at)
-            body, extra = make_body(current, json.loads(row.data))
-            new_state = rules.decide(state, review_id, kind, reviewer, body, tx.at, self._reviewer_state(tx, reviewer))
-            self._check_sig(tx, reviewer, kind, body, sig)
-            entry = tx.append(reviewer, kind, body, sig)
-            self._close(tx, row, entry, OUTCOMES[kind], extra, new_state.final_digest)
+            body = make_body(current)
+            new_state, final_args = rules.decide(state, review_id, kind, reviewer, body, tx.at, decider)
+            entry = tx.append(reviewer, kind, body, self._signature(tx, reviewer, kind, body, sig))
+            self._close(tx, row, entry, OUTCOMES[kind], final_args, new_state.final_digest)
 
         self.store.transact(work)
         return self.get(review_id)
@@ -362,12 +398,11 @@ class ReviewService:
         """Approve the args as opened (``review.approved``); ``payload`` answers the tool's own question."""
         check(payload, "$.payload")
 
-        def body(state: rules.ReviewState, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        def body(state: rules.ReviewState) -> dict[str, Any]:
             out: dict[str, Any] = {"review": review_id, "args_digest": state.args_digest, "rationale": rationale or ""}
             if payload is not None:
                 out["payload"] = payload
-            extra = {"final_args": data["call"]["args"], "rationale": rationale or "", "answer_payload": payload}
-            return out, extra
+            return out
 
         return self._decide(review_id, "review.approved", reviewer, body, sig)
 
@@ -385,11 +420,9 @@ class ReviewService:
         check(patch, "$.patch")
         check(payload, "$.payload")
 
-        def body(state: rules.ReviewState, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        def body(state: rules.ReviewState) -> dict[str, Any]:
             assert state.args is not None
             result = rules.patched_args(state.args, patch)
-            from audit.schema import check_args
-
             check_args(state.schema, result)
             out: dict[str, Any] = {
                 "review": review_id,
@@ -399,8 +432,7 @@ class ReviewService:
             }
             if payload is not None:
                 out["payload"] = payload
-            extra = {"final_args": result, "patch": patch, "rationale": rationale or "", "answer_payload": payload}
-            return out, extra
+            return out
 
         return self._decide(review_id, "review.edited", reviewer, body, sig)
 
@@ -409,8 +441,8 @@ class ReviewService:
         if not isinstance(reason, str) or not reason.strip():
             raise MissingReason(f"reason: expected a non-empty reason for the rejection, found {reason!r}")
 
-        def body(_state: rules.ReviewState, _data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-            return {"review": review_id, "reason": reason}, {"reason": reason}
+        def body(_state: rules.ReviewState) -> dict[str, Any]:
+            return {"review": review_id, "reason": reason}
 
         return self._decide(review_id, "review.rejected", reviewer, body, sig)
 
@@ -423,8 +455,8 @@ class ReviewService:
             state = _state_from_row(row) if row is not None else None
             rules.withdraw(state, review_id, actor, reason)
             body = {"review": review_id, "reason": reason}
-            entry = tx.append(actor, "review.withdrawn", body, self._sign(actor, "review.withdrawn", body))
-            self._close(tx, row, entry, "withdrawn", {"reason": reason}, None)
+            entry = tx.append(actor, "review.withdrawn", body, self._signature(tx, actor, "review.withdrawn", body))
+            self._close(tx, row, entry, "withdrawn", None, None)
 
         self.store.transact(work)
         return self.get(review_id)
@@ -449,8 +481,8 @@ class ReviewService:
             for row in rows:
                 rules.expire(_state_from_row(row), row.id, at)
                 body = {"review": row.id}
-                entry = tx.append(actor, "review.expired", body, self._sign(actor, "review.expired", body))
-                self._close(tx, row, entry, "expired", {"reason": "deadline passed"}, None)
+                entry = tx.append(actor, "review.expired", body, self._signature(tx, actor, "review.expired", body))
+                self._close(tx, row, entry, "expired", None, None)
                 expired.append(row.id)
             return expired
 
@@ -463,14 +495,10 @@ class ReviewService:
         check_actor(actor)
 
         def work(tx: Tx) -> Entry:
-            front = tx.conn.execute(
-                select(FrontierRow).where(FrontierRow.id == frontier_id, FrontierRow.log == tx.log)  # type: ignore[arg-type]
-            ).first()
+            front = tx.conn.execute(_FRONTIER, {"id": frontier_id, "log": tx.log}).first()
             if front is None:
                 raise UnknownFrontier(frontier_id)
-            rows = tx.conn.execute(
-                select(ReviewRow).where(ReviewRow.frontier == frontier_id).order_by(ReviewRow.opened_seq)  # type: ignore[arg-type]
-            ).all()
+            rows = tx.conn.execute(_FRONTIER_REVIEWS, {"frontier": frontier_id}).all()
             rules.resume(frontier_id, {row.id: row.status for row in rows}, front.resumed_seq)
             first = json.loads(rows[0].data)["call"]
             body = {
@@ -479,7 +507,7 @@ class ReviewService:
                 "invocation": first["invocation"],
                 "session": first["session"],
             }
-            entry = tx.append(actor, "run.resumed", body, self._sign(actor, "run.resumed", body))
+            entry = tx.append(actor, "run.resumed", body, self._signature(tx, actor, "run.resumed", body))
             tx.conn.execute(
                 update(FrontierRow).where(FrontierRow.id == frontier_id).values(resumed_seq=entry.seq)  # type: ignore[arg-type]
             )
@@ -496,7 +524,7 @@ class ReviewService:
             row = self._row(tx, review_id)
             rules.execute(_state_from_row(row) if row is not None else None, review_id, found)
             body = {"review": review_id, "args_digest": found}
-            entry = tx.append(actor, "tool.executed", body, self._sign(actor, "tool.executed", body))
+            entry = tx.append(actor, "tool.executed", body, self._signature(tx, actor, "tool.executed", body))
             tx.conn.execute(update(ReviewRow).where(ReviewRow.id == review_id).values(executed_seq=entry.seq))  # type: ignore[arg-type]
             return entry
 
@@ -535,7 +563,7 @@ class ReviewService:
 
         def work(tx: Tx) -> Entry:
             self._check_admin(tx, actor)
-            entry = tx.append(actor, "reviewer.enrolled", body, self._sign(actor, "reviewer.enrolled", body))
+            entry = tx.append(actor, "reviewer.enrolled", body, self._signature(tx, actor, "reviewer.enrolled", body))
             values = {"roles": json.dumps(role_list), "tools": json.dumps(body["tools"]), "enabled": True}
             exists = self._reviewer_state(tx, reviewer) is not None
             if exists:
@@ -556,8 +584,9 @@ class ReviewService:
 
     def _insert_key(self, tx: Tx, owner: str, key: str, seq: int) -> None:
         fp = fingerprint(key)
-        if tx.conn.execute(select(KeyRow.fingerprint).where(KeyRow.log == tx.log, KeyRow.fingerprint == fp)).first():  # type: ignore[call-overload]
-            raise InvalidEntry(f"key: expected a key not yet enrolled, found {fp} enrolled already")
+        known = tx.conn.execute(_ACTOR_KEYS, {"log": tx.log, "actor": owner}).all()
+        if any(row.fingerprint == fp for row in known):
+            raise InvalidEntry(f"key: expected a key not yet enrolled for {owner}, found {fp} enrolled already")
         tx.conn.execute(
             insert(KeyRow), {"log": tx.log, "fingerprint": fp, "actor": owner, "public_key": key, "enrolled_seq": seq}
         )
@@ -572,7 +601,7 @@ class ReviewService:
         def work(tx: Tx) -> Entry:
             if actor != owner:
                 self._check_admin(tx, actor)
-            entry = tx.append(actor, "key.enrolled", body, self._sign(actor, "key.enrolled", body))
+            entry = tx.append(actor, "key.enrolled", body, self._signature(tx, actor, "key.enrolled", body))
             self._insert_key(tx, owner, key, entry.seq)
             return entry
 
@@ -588,7 +617,7 @@ class ReviewService:
             self._check_admin(tx, actor)
             if self._reviewer_state(tx, reviewer) is None:
                 raise NotAllowed(f"reviewer: expected an enrolled reviewer, found {reviewer!r} not enrolled")
-            entry = tx.append(actor, "reviewer.disabled", body, self._sign(actor, "reviewer.disabled", body))
+            entry = tx.append(actor, "reviewer.disabled", body, self._signature(tx, actor, "reviewer.disabled", body))
             tx.conn.execute(
                 update(ReviewerRow)
                 .where(ReviewerRow.log == tx.log, ReviewerRow.id == reviewer)  # type: ignore[arg-type]
@@ -600,9 +629,7 @@ class ReviewService:
 
     def reviewer(self, reviewer: str) -> ReviewerInfo | None:
         with self.store.read_engine.connect() as conn:
-            row = conn.execute(
-                select(ReviewerRow).where(ReviewerRow.log == self.store.log_id, ReviewerRow.id == reviewer)  # type: ignore[arg-type]
-            ).first()
+            row = conn.execute(_REVIEWER, {"log": self.store.log_id, "id": reviewer}).first()
         return None if row is None else _reviewer_info(row)
 
     def reviewers(self) -> list[ReviewerInfo]:
@@ -625,24 +652,31 @@ class ReviewService:
 
     def get(self, review_id: str) -> Review:
         with self.store.read_engine.connect() as conn:
-            row = conn.execute(
-                select(ReviewRow).where(ReviewRow.id == review_id, ReviewRow.log == self.store.log_id)  # type: ignore[arg-type]
-            ).first()
+            row = conn.execute(_REVIEW, {"id": review_id, "log": self.store.log_id}).first()
             if row is None:
                 raise UnknownReview(review_id)
-            resumed = conn.execute(select(FrontierRow.resumed_seq).where(FrontierRow.id == row.frontier)).scalar()  # type: ignore[call-overload]
-        return _review_from_row(row, resumed is not None)
+            resumed = conn.execute(_RESUMED_SEQ, {"id": row.frontier}).scalar()
+        review = _review_from_row(row, resumed is not None)
+        if row.final_digest is not None:
+            self._check_final_args(review, row.final_digest)
+        return review
+
+    def _check_final_args(self, review: Review, final_digest: str) -> None:
+        """What the tool will run with must be what the log says was decided, not just what the queue says."""
+        found = digest(review.final_args) if review.final_args is not None else None
+        decided = self.store.entry(review.decision_seq).body.get("args_digest") if review.decision_seq else None
+        if not (found == final_digest == decided):
+            raise StoreError(
+                f"review {review.id}: expected the projection's args to match the decision at seq "
+                f"{review.decision_seq} ({decided}), found {found} (run `audit verify`)"
+            )
 
     def frontier(self, frontier_id: str) -> Frontier:
         with self.store.read_engine.connect() as conn:
-            front = conn.execute(
-                select(FrontierRow).where(FrontierRow.id == frontier_id, FrontierRow.log == self.store.log_id)  # type: ignore[arg-type]
-            ).first()
+            front = conn.execute(_FRONTIER, {"id": frontier_id, "log": self.store.log_id}).first()
             if front is None:
                 raise UnknownFrontier(frontier_id)
-            rows = conn.execute(
-                select(ReviewRow).where(ReviewRow.frontier == frontier_id).order_by(ReviewRow.opened_seq)  # type: ignore[arg-type]
-            ).all()
+            rows = conn.execute(_FRONTIER_REVIEWS, {"frontier": frontier_id}).all()
         resumed = front.resumed_seq is not None
         return Frontier(frontier_id, tuple(_review_from_row(row, resumed) for row in rows), resumed)
 

@@ -122,8 +122,11 @@ def decide(
     body: dict[str, Any],
     at: str,
     reviewer: ReviewerState | None,
-) -> ReviewState:
-    """Rules 1–4 for ``review.approved`` / ``review.edited`` / ``review.rejected``; returns the new state."""
+) -> tuple[ReviewState, dict[str, Any] | None]:
+    """Rules 1–4 for ``review.approved`` / ``review.edited`` / ``review.rejected``.
+
+    Returns the new state and the args the tool is to run with (``None`` for a rejection).
+    """
     current = check_open(state, review_id)
     check_decider(actor, reviewer, current)
     check_deadline(current, at)
@@ -133,7 +136,7 @@ def decide(
                 f"review {review_id}: expected the approval of args {current.args_digest}, "
                 f"found {body.get('args_digest')}"
             )
-        return replace(current, status="approved", final_digest=current.args_digest, args=None)
+        return replace(current, status="approved", final_digest=current.args_digest, args=None), current.args
     if kind == "review.edited":
         if current.args is None:
             raise PatchFailed(f"review {review_id}: expected opened args to patch, found none")
@@ -144,12 +147,12 @@ def decide(
             raise PatchFailed(
                 f"review {review_id}: expected args_digest {found} of the patched args, found {body.get('args_digest')}"
             )
-        return replace(current, status="edited", final_digest=found, args=None)
+        return replace(current, status="edited", final_digest=found, args=None), result
     if kind == "review.rejected":
         reason = body.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             raise MissingReason(f"review {review_id}: expected a reason for the rejection, found {reason!r}")
-        return replace(current, status="rejected", args=None)
+        return replace(current, status="rejected", args=None), None
     raise ValueError(f"kind: expected a decision kind, found {kind!r}")
 
 
@@ -195,3 +198,26 @@ def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> Revi
             f"review {review_id}: expected the tool to run with args {state.final_digest}, found {args_digest}"
         )
     return replace(state, executed=True)
+
+
+def opened_data(body: dict[str, Any]) -> dict[str, Any]:
+    """The review projection's ``data`` for a ``review.opened`` body: the call and its policy."""
+    return {"call": body["call"], "policy": body.get("policy") or {}}
+
+
+def closed_data(
+    data: dict[str, Any], kind: str, body: dict[str, Any], final_args: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The projection's ``data`` once a closing entry lands: what the opened call was, and what was decided."""
+    out = {"call": data["call"], "policy": data["policy"]}
+    if kind in ("review.approved", "review.edited"):
+        out["final_args"] = final_args
+        out["rationale"] = body.get("rationale", "")
+        out["answer_payload"] = body.get("payload")
+        if kind == "review.edited":
+            out["patch"] = body.get("patch")
+    elif kind == "review.expired":
+        out["reason"] = "deadline passed"
+    else:
+        out["reason"] = body.get("reason")
+    return out

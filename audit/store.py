@@ -10,8 +10,10 @@ never forks and never has a gap. A write that fails raises; it is never reported
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,7 +22,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import SQLModel
 
 from audit import entry as entries
@@ -162,6 +164,7 @@ class Store:
         except OperationalError as exc:
             raise StoreError(f"store {_safe(url)}: expected a reachable database, found {exc.orig}") from None
         self._sql = _SQL[self.backend]
+        self._local = threading.local()
         self._log: LogInfo | None = None
         self._compact_cache: tuple[int, str, merkle.CompactRange] | None = None
 
@@ -294,7 +297,8 @@ class Store:
         last: Exception | None = None
         for _ in range(APPEND_ATTEMPTS):
             try:
-                with self.write_engine.begin() as conn:
+                conn = self._writer()
+                with conn.begin():
                     _cursor(conn).execute(self._sql["lock"], (log_id,))
                     size, head = self._head(conn)
                     tx = Tx(self, conn, log_id, self.clock(), size, head, self._compact_at(conn, size, head))
@@ -310,14 +314,32 @@ class Store:
                     self._compact_cache = (tx.size, tx.head, tx.compact)
                     self.feed.bump()
                 return result
-            except IntegrityError as exc:
+            except DBAPIError as exc:
+                self._drop_writer()
+                if not isinstance(exc, IntegrityError):
+                    raise
                 # The (log, seq) key refused a second entry at this seq: another writer won the
                 # compare-and-swap. Rerun the work on the new head.
-                if "signoff_entry" not in str(exc) and "unique" not in str(exc).lower():
+                if "signoff_entry" not in str(exc):
                     raise
                 self._compact_cache = None
                 last = exc
         raise AppendConflict(f"append: expected to move the head within {APPEND_ATTEMPTS} tries, found {last}")
+
+    def _writer(self) -> Connection:
+        """This thread's write connection, kept open: a pool checkout per append costs more than the insert."""
+        conn: Connection | None = getattr(self._local, "writer", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self.write_engine.connect()
+            self._local.writer = conn
+        return conn
+
+    def _drop_writer(self) -> None:
+        conn: Connection | None = getattr(self._local, "writer", None)
+        self._local.writer = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     def append(self, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None) -> Entry:
         """Append one entry durably and return it (with its ``seq`` and hash)."""
@@ -333,13 +355,13 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------
 
-    def iter_raw(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes]]:
-        """Stream ``(seq, hash, raw bytes)`` in seq order, in chunks; flat memory."""
+    def iter_rows(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes, bytes]]:
+        """Stream ``(seq, hash, raw bytes, stored Merkle nodes)`` in seq order, for the verifier."""
         log_id = self.log_id
         cursor = start
         while True:
             query = (
-                select(EntryRow.seq, EntryRow.hash, EntryRow.raw)  # type: ignore[call-overload]
+                select(EntryRow.seq, EntryRow.hash, EntryRow.raw, EntryRow.nodes)  # type: ignore[call-overload]
                 .where(EntryRow.log == log_id, EntryRow.seq >= cursor)
                 .order_by(EntryRow.seq)
                 .limit(READ_CHUNK)
@@ -350,9 +372,14 @@ class Store:
                 rows = conn.execute(query).all()
             if not rows:
                 return
-            for seq, digest, raw in rows:
-                yield int(seq), str(digest), bytes(raw)
+            for seq, digest, raw, nodes in rows:
+                yield int(seq), str(digest), bytes(raw), bytes(nodes)
             cursor = int(rows[-1][0]) + 1
+
+    def iter_raw(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes]]:
+        """Stream ``(seq, hash, raw bytes)`` in seq order, in chunks; flat memory."""
+        for seq, digest, raw, _nodes in self.iter_rows(start, stop):
+            yield seq, digest, raw
 
     def entries(
         self,
@@ -522,6 +549,7 @@ class Store:
             self.feed.wait(seen, remaining)
 
     def close(self) -> None:
+        self._drop_writer()
         self.feed.close()
         self.write_engine.dispose()
         if self.read_engine is not self.write_engine:

@@ -113,6 +113,6 @@ class KeyRow(SQLModel, table=True):
 
     log: str = Field(primary_key=True)
     fingerprint: str = Field(primary_key=True)
-    actor: str
+    actor: str = Field(primary_key=True)  # one key may be enrolled for several actors (the log and its service)
     public_key: str
     enrolled_seq: int

@@ -66,12 +66,20 @@ class Report:
 
 @dataclass
 class _ReviewFacts:
-    """What the verifier keeps per review: small, so memory stays flat as the log grows."""
+    """What the verifier keeps per open review; a settled review is folded away (flat memory)."""
 
     state: rules.ReviewState
     frontier: str
-    decided_seq: int | None = None
+    opened: dict[str, Any] | None  # the projection's data while pending: the call and its policy
+    fixed: tuple[Any, ...]  # projection columns set at opening
+    decided: tuple[Any, ...] = (None, None, None)  # (seq, by, at)
     executed_seq: int | None = None
+    data_digest: str | None = None  # digest of the projection's data once closed
+
+    @property
+    def decided_seq(self) -> int | None:
+        seq: int | None = self.decided[0]
+        return seq
 
 
 class Verifier:
@@ -83,7 +91,9 @@ class Verifier:
         self.compact = compact or merkle.CompactRange()
         self.log: str | None = None
         self.log_key: str | None = None
-        self.keys: dict[str, tuple[str, str]] = {}  # fingerprint -> (actor, public key)
+        self.keys: dict[str, str] = {}  # fingerprint -> public key
+        self.key_owners: set[tuple[str, str]] = set()  # (fingerprint, actor)
+        self.signers: set[str] = set()  # actors with an enrolled key: they sign every later entry
         self.reviewers: dict[str, rules.ReviewerState] = {}
         self.reviews: dict[str, _ReviewFacts] = {}
         self.frontiers: dict[str, list[Any]] = {}  # id -> [open count, size, resumed seq, opened seq]
@@ -101,7 +111,13 @@ class Verifier:
 
     # -- one entry -------------------------------------------------------------------
 
-    def add(self, raw: bytes, stored_hash: str | None = None, stored_seq: int | None = None) -> None:
+    def add(
+        self,
+        raw: bytes,
+        stored_hash: str | None = None,
+        stored_seq: int | None = None,
+        stored_nodes: bytes | None = None,
+    ) -> None:
         seq = self.expected_seq
         if stored_seq is not None and stored_seq != seq:
             raise VerificationFailed(seq, "seq density (entry missing)", f"seq {seq}", f"seq {stored_seq}")
@@ -126,7 +142,13 @@ class Verifier:
         except ReviewError as exc:
             rule = f"review rule {exc.rule}" if exc.rule else "review rule"
             raise VerificationFailed(seq, rule, "an entry the rules allow", str(exc)) from None
-        self.compact.append(leaf)
+        completed = self.compact.append(leaf)
+        if stored_nodes is not None:
+            expected = b"".join(node for _level, _index, node in completed)
+            if stored_nodes != expected:
+                raise VerificationFailed(
+                    seq, "stored Merkle nodes (RFC 9162 subtree hashes)", expected.hex() or "none", stored_nodes.hex()
+                )
         self.prev = digest
         self.expected_seq = seq + 1
 
@@ -161,22 +183,20 @@ class Verifier:
             ):
                 raise VerificationFailed(0, "log key", f"entry 0 enrolling log:{self.log}'s key", data["kind"])
             self.log_key = str(body.get("key"))
-            try:
-                self.keys[fingerprint(self.log_key)] = (data["actor"], self.log_key)
-            except ValueError:
-                raise VerificationFailed(0, "log key", "an Ed25519 public key", self.log_key[:40]) from None
+            self._enroll_key(0, data["actor"], self.log_key)
             if sig is None:
                 raise VerificationFailed(0, "signature", "entry 0 signed by the log key", "no signature")
+        actor = data["actor"]
         if sig is None:
+            if actor in self.signers:
+                raise VerificationFailed(seq, "signature", f"a signature by {actor}'s enrolled key", "none")
             return
         if not isinstance(sig, dict):
             raise VerificationFailed(seq, "signature", "a sig object", repr(sig)[:40])
-        known = self.keys.get(str(sig.get("key")))
-        if known is None:
-            raise VerificationFailed(seq, "signature", "a key enrolled before this entry", str(sig.get("key")))
-        owner, public = known
-        if owner != data["actor"] and not (owner.startswith("log:") and data["actor"].startswith("service:")):
-            raise VerificationFailed(seq, "signature", f"a key of {data['actor']}", f"a key of {owner}")
+        fp = str(sig.get("key"))
+        public = self.keys.get(fp)
+        if public is None or (fp, actor) not in self.key_owners:
+            raise VerificationFailed(seq, "signature", f"a key enrolled for {actor} before this entry", fp)
         if not verify_signature(public, sig, statement(data["kind"], data["actor"], data["body"])):
             raise VerificationFailed(
                 seq, "signature", f"a valid Ed25519 signature by {sig.get('key')}", "an invalid one"
@@ -194,7 +214,7 @@ class Verifier:
     def _review(self, review_id: str) -> _ReviewFacts | None:
         if _small(review_id) in self.closed_reviews:
             closed = rules.ReviewState(review_id, "", "", "closed", None, "", None, None, executed=True)
-            return _ReviewFacts(closed, "")
+            return _ReviewFacts(closed, "", None, ())
         facts = self.reviews.get(review_id)
         if facts is None and self.lookup_review is not None:
             facts = self.lookup_review(review_id)
@@ -215,26 +235,20 @@ class Verifier:
     def _apply(self, seq: int, data: dict[str, Any]) -> None:
         kind, actor, body, at = data["kind"], data["actor"], data["body"], data["at"]
         if kind == "review.opened":
-            self._open(seq, actor, body)
+            self._open(seq, actor, body, at)
         elif kind in DECISIONS:
-            facts = self._review(str(body.get("review")))
-            state = rules.decide(
-                facts.state if facts else None,
-                str(body.get("review")),
-                kind,
-                actor,
-                body,
-                at,
-                self.reviewers.get(actor),
-            )
-            self._close(seq, facts, state)
+            rid = str(body.get("review"))
+            facts = self._review(rid)
+            decider = self.reviewers.get(actor)
+            state, final_args = rules.decide(facts.state if facts else None, rid, kind, actor, body, at, decider)
+            self._close(seq, facts, state, data, final_args)
         elif kind == "review.expired":
             facts = self._review(str(body.get("review")))
-            self._close(seq, facts, rules.expire(facts.state if facts else None, str(body.get("review")), at))
+            self._close(seq, facts, rules.expire(facts.state if facts else None, str(body.get("review")), at), data)
         elif kind == "review.withdrawn":
             facts = self._review(str(body.get("review")))
             state = rules.withdraw(facts.state if facts else None, str(body.get("review")), actor, body.get("reason"))
-            self._close(seq, facts, state)
+            self._close(seq, facts, state, data)
         elif kind == "run.resumed":
             frontier_id = str(body.get("frontier"))
             front = self._frontier(frontier_id)
@@ -296,11 +310,13 @@ class Verifier:
             fp = fingerprint(key)
         except (ValueError, TypeError):
             raise VerificationFailed(seq, "key enrolment", "an Ed25519 public key", key[:40]) from None
-        if fp in self.keys:
-            raise VerificationFailed(seq, "key enrolment", "a key not yet enrolled", fp)
-        self.keys[fp] = (owner, key)
+        if (fp, owner) in self.key_owners:
+            raise VerificationFailed(seq, "key enrolment", f"a key not yet enrolled for {owner}", fp)
+        self.keys[fp] = key
+        self.key_owners.add((fp, owner))
+        self.signers.add(owner)
 
-    def _open(self, seq: int, actor: str, body: dict[str, Any]) -> None:
+    def _open(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
         review_id, frontier_id = str(body.get("review")), str(body.get("frontier"))
         call = body.get("call")
         if not actor.startswith(("agent:", "service:")):
@@ -327,7 +343,11 @@ class Verifier:
             deadline=body.get("deadline"),
             schema=call.get("tool_schema"),
         )
-        self.reviews[review_id] = _ReviewFacts(state, frontier_id)
+        fixed = (
+            call.get("agent"), call.get("app"), call.get("session"), call.get("confirmation_id"), seq, at,
+            call["args_digest"], body.get("deadline"),
+        )  # fmt: skip
+        self.reviews[review_id] = _ReviewFacts(state, frontier_id, rules.opened_data(body), fixed)
         front = self.frontiers.get(frontier_id)
         if _small(frontier_id) in self.closed_frontiers:
             raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
@@ -340,10 +360,20 @@ class Verifier:
             front[1] += 1
             front[4].add(review_id)
 
-    def _close(self, seq: int, facts: _ReviewFacts | None, state: rules.ReviewState) -> None:
-        assert facts is not None
+    def _close(
+        self,
+        seq: int,
+        facts: _ReviewFacts | None,
+        state: rules.ReviewState,
+        entry: dict[str, Any],
+        final_args: dict[str, Any] | None = None,
+    ) -> None:
+        assert facts is not None and facts.opened is not None
         facts.state = state
-        facts.decided_seq = seq
+        facts.decided = (seq, entry["actor"], entry["at"])
+        data = rules.closed_data(facts.opened, entry["kind"], entry["body"], final_args)
+        facts.data_digest = json_digest(data)
+        facts.opened = None
         front = self._frontier(facts.frontier)
         if front is not None:
             front[0] -= 1
@@ -373,7 +403,7 @@ def _check_checkpoint(seq_size: int, point: Checkpoint, verifier: Verifier, what
 
 
 def verify_stream(
-    rows: Iterable[tuple[int | None, str | None, bytes]],
+    rows: Iterable[tuple[int | None, str | None, bytes, bytes | None]],
     *,
     checkpoints: Iterable[Checkpoint] = (),
     against: Checkpoint | None = None,
@@ -385,8 +415,8 @@ def verify_stream(
     pending = sorted(checkpoints, key=lambda c: c.size)
     pending = [c for c in pending if c.size > v.expected_seq or v.expected_seq == 0]
     index = 0
-    for stored_seq, stored_hash, raw in rows:
-        v.add(raw, stored_hash, stored_seq)
+    for stored_seq, stored_hash, raw, stored_nodes in rows:
+        v.add(raw, stored_hash, stored_seq, stored_nodes)
         size = v.expected_seq
         while index < len(pending) and pending[index].size == size:
             _check_checkpoint(size, pending[index], v, "stored checkpoint")
@@ -412,8 +442,14 @@ def verify_store(
     against: Checkpoint | None = None,
     progress: Progress | None = None,
     pinned_key: str | None = None,
+    incremental: bool = False,
 ) -> Report:
-    """Verify a whole store: the log, its checkpoints, the kept checkpoint and the projection."""
+    """Verify a whole store: the log, its checkpoints, the kept checkpoint and the projection.
+
+    With ``incremental`` and a kept checkpoint that the log key signed, entries before the
+    checkpoint are proven by its root alone (their bytes are not reread) and only later
+    entries are checked one by one.
+    """
     try:
         info = store.info()
     except AuditError as exc:
@@ -423,11 +459,11 @@ def verify_store(
         stop = info.size
         start = 0
         verifier = Verifier()
-        if against is not None and against.size > 0 and against.size < stop and _trusted(store, against, pinned_key):
+        if incremental and against is not None and 0 < against.size < stop and _trusted(store, against, pinned_key):
             verifier = _resume_from(store, against)
             start = against.size
             report.notes.append(f"entries 0..{against.size - 1} proven by the kept checkpoint; checked from {start}")
-        rows = ((seq, digest, raw) for seq, digest, raw in store.iter_raw(start, stop))
+        rows = store.iter_rows(start, stop)
         checkpoints = [c for c in store.checkpoints() if c.size <= stop]
         v, count = verify_stream(
             rows, checkpoints=checkpoints, against=against if start == 0 else None, progress=progress, verifier=verifier
@@ -444,7 +480,7 @@ def verify_store(
             except ProjectionMismatch:
                 full = Verifier()
                 full.keep_all = True
-                verify_stream(store.iter_raw(0, stop), verifier=full)
+                verify_stream(store.iter_rows(0, stop), verifier=full)
                 _check_projection(store, full)
         report.ok = True
         report.root = v.root()
@@ -504,7 +540,7 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
 
     def lookup_review(review_id: str) -> _ReviewFacts | None:
         with store.read_engine.connect() as conn:
-            row = conn.execute(select(ReviewRow).where(ReviewRow.id == review_id)).first()  # type: ignore[arg-type]
+            row = conn.execute(select(ReviewRow).where(col(ReviewRow.id) == review_id)).first()
         if row is None or row.opened_seq >= size:
             return None
         data = json.loads(row.data)
@@ -523,9 +559,16 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             final_digest=row.final_digest if decided else None,
             executed=executed,
         )
-        return _ReviewFacts(
-            state, row.frontier, row.decided_seq if decided else None, row.executed_seq if executed else None
-        )
+        fixed = (
+            row.agent, row.app, row.session, row.confirmation_id, row.opened_seq, row.opened_at,
+            row.args_digest, row.deadline,
+        )  # fmt: skip
+        facts = _ReviewFacts(state, row.frontier, None if decided else rules.opened_data(data), fixed)
+        if decided:
+            facts.decided = (row.decided_seq, row.decided_by, row.decided_at)
+            facts.data_digest = json_digest(data)
+        facts.executed_seq = row.executed_seq if executed else None
+        return facts
 
     def lookup_frontier(frontier_id: str) -> list[Any] | None:
         with store.read_engine.connect() as conn:
@@ -563,16 +606,22 @@ def _small(identifier: str) -> int | str:
 
 
 def review_tuple(facts: _ReviewFacts) -> tuple[Any, ...]:
+    """A review's projection row as the log implies it (compare :func:`row_tuple`)."""
     state = facts.state
+    data_digest = facts.data_digest if facts.opened is None else json_digest(facts.opened)
     return (
-        state.id,
-        state.status,
-        facts.decided_seq,
-        state.final_digest,
-        facts.executed_seq,
-        facts.frontier,
-        state.tool,
-    )
+        state.id, state.status, facts.frontier, state.tool, *facts.fixed, *facts.decided,
+        state.final_digest, facts.executed_seq, data_digest,
+    )  # fmt: skip
+
+
+def row_tuple(row: Any) -> tuple[Any, ...]:
+    """A review's projection row as stored."""
+    return (
+        row.id, row.status, row.frontier, row.tool, row.agent, row.app, row.session, row.confirmation_id,
+        row.opened_seq, row.opened_at, row.args_digest, row.deadline, row.decided_seq, row.decided_by,
+        row.decided_at, row.final_digest, row.executed_seq, json_digest(json.loads(row.data)),
+    )  # fmt: skip
 
 
 def frontier_tuple(frontier_id: str, front: list[Any]) -> tuple[Any, ...]:
@@ -595,11 +644,11 @@ def _check_projection(store: Store, v: Verifier) -> None:
     """
     review_sum = v.review_sum + sum(_row_hash(review_tuple(f)) for f in v.reviews.values())
     frontier_sum = v.frontier_sum + sum(_row_hash(frontier_tuple(k, f)) for k, f in v.frontiers.items())
-    found_reviews = found_frontiers = 0
+    found_reviews = found_frontiers = seen_reviews = seen_frontiers = 0
     with store.read_engine.connect() as conn:
         query = select(ReviewRow).where(ReviewRow.log == v.log)  # type: ignore[arg-type]
         for row in conn.execution_options(yield_per=2000).execute(query):
-            found = (row.id, row.status, row.decided_seq, row.final_digest, row.executed_seq, row.frontier, row.tool)
+            found = row_tuple(row)
             if v.keep_all:
                 facts = v.reviews.get(row.id)
                 expected = review_tuple(facts) if facts else None
@@ -607,7 +656,10 @@ def _check_projection(store: Store, v: Verifier) -> None:
                     seq = facts.decided_seq if facts and facts.decided_seq is not None else row.opened_seq
                     raise VerificationFailed(seq, f"projection of review {row.id}", str(expected), str(found))
             found_reviews += _row_hash(found)
-        if found_reviews != review_sum:
+            seen_reviews += 1
+        if v.keep_all and seen_reviews != len(v.reviews):
+            raise VerificationFailed(None, "projection", f"{len(v.reviews)} review rows", f"{seen_reviews}")
+        if not v.keep_all and found_reviews != review_sum:
             raise ProjectionMismatch()
         for front_row in conn.execute(select(FrontierRow).where(col(FrontierRow.log) == v.log)):
             found_f = (front_row.id, front_row.open_count, front_row.size, front_row.resumed_seq)
@@ -615,14 +667,18 @@ def _check_projection(store: Store, v: Verifier) -> None:
                 front = v.frontiers.get(front_row.id)
                 expected_f = frontier_tuple(front_row.id, front) if front else None
                 if expected_f != found_f:
+                    named = [x for x in (front[2] if front else None, front_row.resumed_seq) if x is not None]
                     raise VerificationFailed(
-                        front_row.resumed_seq if front_row.resumed_seq is not None else front_row.opened_seq,
+                        min(named) if named else front_row.opened_seq,
                         f"projection of frontier {front_row.id}",
                         str(expected_f),
                         str(found_f),
                     )
             found_frontiers += _row_hash(found_f)
-        if found_frontiers != frontier_sum:
+            seen_frontiers += 1
+        if v.keep_all and seen_frontiers != len(v.frontiers):
+            raise VerificationFailed(None, "projection", f"{len(v.frontiers)} frontier rows", f"{seen_frontiers}")
+        if not v.keep_all and found_frontiers != frontier_sum:
             raise ProjectionMismatch()
         people = 0
         for person in conn.execute(select(ReviewerRow).where(col(ReviewerRow.log) == v.log)):
@@ -637,11 +693,9 @@ def _check_projection(store: Store, v: Verifier) -> None:
                 )
         if people != len(v.reviewers):
             raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
-    if v.keep_all:
-        raise VerificationFailed(None, "projection", "rows matching the log", "extra or missing rows")
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int | None, str | None, bytes]]:
+def read_jsonl(path: Path) -> Iterator[tuple[int | None, str | None, bytes, bytes | None]]:
     """Stream an ``audit export`` file: one entry's exact canonical bytes per line."""
     try:
         handle = path.open("rb")
@@ -651,7 +705,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int | None, str | None, bytes]]:
         for line in handle:
             raw = line.rstrip(b"\n")
             if raw:
-                yield None, None, raw
+                yield None, None, raw, None
 
 
 def verify_file(

@@ -230,6 +230,15 @@ def build_log(path: Path, entries: int) -> Path:
     return path
 
 
+def peak_rss_kb() -> int:
+    """This process's peak RSS (VmHWM). Unlike ``ru_maxrss``, it is not inherited across fork+exec."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def verify_child(path: str) -> None:
     """Child process: verify the store and print entries/s and peak RSS as JSON."""
     from audit.verify import verify_store
@@ -238,7 +247,7 @@ def verify_child(path: str) -> None:
     start = time.perf_counter()
     report = verify_store(store)
     elapsed = time.perf_counter() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak_kb = peak_rss_kb()
     print(
         json.dumps(
             {

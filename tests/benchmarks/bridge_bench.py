@@ -1,0 +1,279 @@
+"""Decision-recorded -> tool-starting latency through the bridge, against bare ADK as the floor.
+
+    python tests/benchmarks/bridge_bench.py [--samples 25] [--pg postgresql://...]
+
+Prints one JSON object. For each backend (SQLite file; PostgreSQL when reachable):
+
+* ``in_process``: the resumer (``serve()``) runs in the process that records the decision;
+* ``cross_process``: the resumer runs in another process, woken through the store (SQLite
+  ``data_version`` / PostgreSQL ``LISTEN/NOTIFY``);
+* ``adk_floor``: the same app without Signoff; the clock starts when the resume message is handed
+  to ``run_async`` (ADK's own pause-and-resume cost: session load, confirmation replay, tool start).
+
+Latency is from the decision's commit returning (``approve()``) to the first line of the tool.
+Target: cross-process p50 < 150 ms, p95 < 500 ms. Bounded: about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore")
+
+from google.adk.agents import LlmAgent  # noqa: E402
+from google.adk.apps import App, ResumabilityConfig  # noqa: E402
+from google.adk.models.base_llm import BaseLlm  # noqa: E402
+from google.adk.models.llm_request import LlmRequest  # noqa: E402
+from google.adk.models.llm_response import LlmResponse  # noqa: E402
+from google.adk.runners import Runner  # noqa: E402
+from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
+from google.adk.tools import FunctionTool, ToolContext  # noqa: E402
+from google.adk.tools.tool_confirmation import ToolConfirmation  # noqa: E402
+from google.genai import types  # noqa: E402
+
+import bridge  # noqa: E402
+
+REVIEWER = "human:bench@example.org"
+APP = "bench"
+TIMES_ENV = "SIGNOFF_BENCH_TIMES"
+WARMUP = 2  # first runs of each configuration (imports, caches, connections) are not counted
+_started: dict[int, float] = {}
+
+
+class Model(BaseLlm):
+    model: str = "bench"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        first = llm_request.contents[0].parts[0].text if llm_request.contents else "0"
+        if not any(c.role == "model" for c in llm_request.contents):
+            call = types.FunctionCall(name="pay", args={"n": int(first or 0)}, id="call-pay")
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+        else:
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="ok")]))
+
+
+def pay(n: int, tool_context: ToolContext) -> dict[str, Any]:
+    """Pay invoice n."""
+    now = time.time()
+    _started[n] = now
+    path = os.environ.get(TIMES_ENV)
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{n} {now!r}\n")
+    return {"paid": n}
+
+
+def runner_for(signoff: bridge.Signoff | None, sessions: str) -> Runner:
+    agent = LlmAgent(name="payer", model=Model(), tools=[FunctionTool(pay, require_confirmation=True)])
+    app = App(
+        name=APP,
+        root_agent=agent,
+        plugins=[signoff.plugin()] if signoff is not None else [],
+        resumability_config=ResumabilityConfig(is_resumable=True),
+    )
+    return Runner(app=app, session_service=SqliteSessionService(db_path=sessions))
+
+
+async def pause(runner: Runner, n: int) -> tuple[str, list[Any]]:
+    session = await runner.session_service.create_session(app_name=APP, user_id="u")
+    events = []
+    message = types.Content(role="user", parts=[types.Part(text=str(n))])
+    async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        events.append(event)
+    return session.id, events
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    ms = sorted(s * 1000 for s in samples)
+    if not ms:
+        return {"n": 0}
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return {
+        "n": len(ms),
+        "p50_ms": round(statistics.median(ms), 2),
+        "p95_ms": round(p95, 2),
+        "max_ms": round(ms[-1], 2),
+    }
+
+
+def init_store(url: str, key: Path) -> None:
+    signoff = bridge.Signoff(url, init_key=key, default=False)
+    if signoff.reviews.reviewer(REVIEWER) is None:
+        signoff.reviews.enroll_reviewer(REVIEWER, roles=["bench"], tools=["*"])
+    signoff.close()
+
+
+async def bench_floor(tmp: Path, samples: int) -> dict[str, Any]:
+    runner = runner_for(None, str(tmp / "floor-sessions.db"))
+    out = []
+    for n in range(samples + WARMUP):
+        sid, events = await pause(runner, n)
+        [call] = [f for e in events for f in e.get_function_calls() if f.name == "adk_request_confirmation"]
+        message = types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        name=call.name, id=call.id, response=ToolConfirmation(confirmed=True).model_dump(mode="json")
+                    )
+                )
+            ],
+        )
+        t0 = time.time()
+        async for _ in runner.run_async(
+            user_id="u", session_id=sid, invocation_id=events[-1].invocation_id, new_message=message
+        ):
+            pass
+        if n >= WARMUP:
+            out.append(_started[n] - t0)
+    return summary(out)
+
+
+async def bench_in_process(url: str, tmp: Path, samples: int, tag: str) -> dict[str, Any]:
+    signoff = bridge.Signoff(url)
+    runner = runner_for(signoff, str(tmp / f"{tag}-inproc-sessions.db"))
+    stop = asyncio.Event()
+    server = asyncio.create_task(signoff.resumer(runner, actor=f"agent:bench-{tag}-in").serve(stop=stop))
+    out = []
+    base = 10_000 if tag == "sqlite" else 30_000
+    for i in range(samples + WARMUP):
+        n = base + i
+        await pause(runner, n)
+        [review] = signoff.reviews.pending()
+        await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER)
+        t0 = time.time()
+        while n not in _started:
+            await asyncio.sleep(0.0005)
+        if i >= WARMUP:
+            out.append(_started[n] - t0)
+        while not signoff.reviews.get(review.id).executed:
+            await asyncio.sleep(0.001)
+    stop.set()
+    signoff.store.feed.bump()  # wake the server's wait at once
+    await asyncio.wait_for(server, 10)
+    signoff.close()
+    return summary(out)
+
+
+async def bench_cross_process(url: str, tmp: Path, samples: int, tag: str) -> dict[str, Any]:
+    sessions = str(tmp / f"{tag}-cross-sessions.db")
+    times = tmp / f"{tag}-times.txt"
+    times.write_text("")
+    ready = tmp / f"{tag}-ready"
+    env = {**os.environ, TIMES_ENV: str(times), "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, __file__, "--serve", url, sessions, str(ready)], env=env, cwd=ROOT)
+    try:
+        while not ready.exists():
+            if server.poll() is not None:
+                raise SystemExit(f"resumer process exited with {server.returncode}")
+            await asyncio.sleep(0.05)
+        signoff = bridge.Signoff(url)
+        runner = runner_for(signoff, sessions)
+        out = []
+        for i in range(samples + WARMUP):
+            n = 20_000 + i
+            await pause(runner, n)
+            [review] = signoff.reviews.pending()
+            await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER)
+            t0 = time.time()
+            started = None
+            while started is None:
+                for line in times.read_text().splitlines():
+                    k, v = line.split()
+                    if int(k) == n:
+                        started = float(v)
+                if started is None:
+                    await asyncio.sleep(0.001)
+            if i >= WARMUP:
+                out.append(started - t0)
+            while not signoff.reviews.get(review.id).executed:
+                await asyncio.sleep(0.002)
+        signoff.close()
+        return summary(out)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def serve(url: str, sessions: str, ready: str) -> None:
+    signoff = bridge.Signoff(url)
+    runner = runner_for(signoff, sessions)
+    Path(ready).write_text("ready")
+    await signoff.resumer(runner, actor="agent:bench-cross").serve()
+
+
+def pg_schema_url(base: str) -> tuple[str, Any] | None:
+    try:
+        import psycopg
+
+        conn = psycopg.connect(base, autocommit=True, connect_timeout=3)
+    except Exception:  # noqa: BLE001
+        return None
+    schema = "bench_" + secrets.token_hex(5)
+    conn.execute(f'CREATE SCHEMA "{schema}"')
+    return f"{base}?options=-csearch_path%3D{schema}", (conn, schema)
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "samples": args.samples,
+        "warmup_excluded": WARMUP,
+        "unit": "ms, decision commit -> tool start",
+    }
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        result["adk_floor"] = await bench_floor(tmp, args.samples)
+        backends: list[tuple[str, str, Any]] = [("sqlite", f"sqlite:///{tmp / 'bench.db'}", None)]
+        pg = pg_schema_url(args.pg)
+        if pg is not None:
+            backends.append(("postgresql", pg[0], pg[1]))
+        else:
+            result["postgresql"] = {"skipped": f"not reachable at {args.pg}"}
+        for tag, url, cleanup in backends:
+            try:
+                init_store(url, tmp / f"{tag}.key")
+                result[tag] = {
+                    "in_process": await bench_in_process(url, tmp, args.samples, tag),
+                    "cross_process": await bench_cross_process(url, tmp, args.samples, tag),
+                }
+            finally:
+                if cleanup is not None:
+                    conn, schema = cleanup
+                    conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+                    conn.close()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=25)
+    parser.add_argument("--pg", default=os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"))
+    parser.add_argument("--serve", nargs=3, metavar=("STORE", "SESSIONS", "READY"))
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(*args.serve))
+        return
+    print(json.dumps(asyncio.run(main_async(args)), indent=2))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
