@@ -615,6 +615,12 @@ def review_tuple(facts: _ReviewFacts) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+ROW_FIELDS = (
+    "id", "status", "frontier", "tool", "agent", "app", "session", "confirmation_id", "opened_seq", "opened_at",
+    "args_digest", "deadline", "decided_seq", "decided_by", "decided_at", "final_digest", "executed_seq", "data",
+)  # fmt: skip
+
+
 def row_tuple(row: Any) -> tuple[Any, ...]:
     """A review's projection row as stored."""
     return (
@@ -654,7 +660,11 @@ def _check_projection(store: Store, v: Verifier) -> None:
                 expected = review_tuple(facts) if facts else None
                 if expected != found:
                     seq = facts.decided_seq if facts and facts.decided_seq is not None else row.opened_seq
-                    raise VerificationFailed(seq, f"projection of review {row.id}", str(expected), str(found))
+                    if expected is None:
+                        raise VerificationFailed(seq, f"projection of review {row.id}", "no such review", "a row")
+                    differ = [f"{name}={e!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
+                    shown = [f"{name}={f!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
+                    raise VerificationFailed(seq, f"projection of review {row.id}", ", ".join(differ), ", ".join(shown))
             found_reviews += _row_hash(found)
             seen_reviews += 1
         if v.keep_all and seen_reviews != len(v.reviews):
