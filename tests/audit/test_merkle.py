@@ -439,9 +439,7 @@ def test_error_messages() -> None:
     proof = inclusion_proof(VECTOR_LEAVES, 1, 8)
     with pytest.raises(ProofError, match=r"^inclusion proof has wrong length: expected 3, got 2$"):
         verify_inclusion(VECTOR_LEAVES[1], 1, 8, proof[:2], ROOT_HASHES[8])
-    with pytest.raises(
-        ProofError, match=r"^calculated root sha256:[0-9a-f]{64} does not match expected root"
-    ):
+    with pytest.raises(ProofError, match=r"^calculated root sha256:[0-9a-f]{64} does not match expected root"):
         verify_inclusion(VECTOR_LEAVES[2], 1, 8, proof, ROOT_HASHES[8])
     with pytest.raises(ProofError, match="proof element 1 has wrong length: expected 32 bytes, got 3"):
         verify_inclusion(VECTOR_LEAVES[1], 1, 8, [proof[0], b"abc", proof[2]], ROOT_HASHES[8])
@@ -527,9 +525,7 @@ def test_compact_range_against_naive_every_size() -> None:
         assert nodes == expected_nodes
         assert cr.size == size
         assert cr.root() == naive_root(size) == root_from_leaves(LEAVES[:size])
-        assert cr.hashes == [
-            naive_mth(LEAVES[i << lv : (i + 1) << lv]) for lv, i in perfect_subtrees(0, size)
-        ]
+        assert cr.hashes == [naive_mth(LEAVES[i << lv : (i + 1) << lv]) for lv, i in perfect_subtrees(0, size)]
 
 
 @FAST

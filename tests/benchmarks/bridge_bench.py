@@ -61,7 +61,8 @@ class Model(BaseLlm):
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
-        first = llm_request.contents[0].parts[0].text if llm_request.contents else "0"
+        first_parts = llm_request.contents[0].parts if llm_request.contents else None
+        first = first_parts[0].text if first_parts else "0"
         if not any(c.role == "model" for c in llm_request.contents):
             call = types.FunctionCall(name="pay", args={"n": int(first or 0)}, id="call-pay")
             yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))

@@ -1,0 +1,59 @@
+"""Signoff's ADK bridge: every paused tool call becomes a review, every decision resumes the run.
+
+One line in an ADK app::
+
+    signoff = bridge.Signoff("sqlite:///signoff.db")
+    app = App(name="bank", root_agent=agent, plugins=[signoff.plugin()],
+              resumability_config=ResumabilityConfig(is_resumable=True))
+
+and one worker that sends decisions back (in this process or another)::
+
+    await signoff.resumer(runner).serve()
+
+Everything public is re-exported here; the ``_``-prefixed modules are internal.
+"""
+
+from typing import Any
+
+from google.adk.tools.tool_confirmation import ToolConfirmation
+
+from bridge._calls import PausedCall, paused_calls, resume_message
+from bridge._keys import idempotency_key
+from bridge._mapping import stop_reason, to_tool_confirmation
+from bridge._plugin import SignoffPlugin
+from bridge._policy import Policies, ToolPolicy
+from bridge._resumer import Resumed, Resumer
+from bridge._schema import check_args, tool_schema
+from bridge._signoff import Signoff, apply_reviewed_args, default_signoff, record_tool_executed
+
+
+async def request_confirmation(call: PausedCall, *, timeout: float | None = None) -> ToolConfirmation:
+    """:meth:`Signoff.request_confirmation` on the most recently created ``Signoff``."""
+    return await default_signoff().request_confirmation(call, timeout=timeout)
+
+
+def record_decision(call: Any, confirmation: ToolConfirmation, *, reviewer: str, rationale: str = "") -> Any:
+    """:meth:`Signoff.record_decision` on the most recently created ``Signoff``."""
+    return default_signoff().record_decision(call, confirmation, reviewer=reviewer, rationale=rationale)
+
+
+__all__ = [
+    "PausedCall",
+    "Policies",
+    "Resumed",
+    "Resumer",
+    "Signoff",
+    "SignoffPlugin",
+    "ToolPolicy",
+    "apply_reviewed_args",
+    "check_args",
+    "idempotency_key",
+    "paused_calls",
+    "record_decision",
+    "record_tool_executed",
+    "request_confirmation",
+    "resume_message",
+    "stop_reason",
+    "to_tool_confirmation",
+    "tool_schema",
+]

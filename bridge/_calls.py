@@ -1,0 +1,248 @@
+"""Paused calls: reading ADK pause events and writing the one message that answers them.
+
+Internal module, not public API; import from ``bridge``.
+
+ADK facts this module rests on (google-adk 2.13, checked in ``tests/bridge/test_adk_facts.py``):
+
+* An LLM agent pauses with one ``adk_request_confirmation`` function call per gated call, with
+  args ``{"originalFunctionCall": {id, name, args}, "toolConfirmation": {hint, confirmed, payload?}}``
+  (``payload`` is left out when ``None``), all in one event whose ``long_running_tool_ids`` lists them.
+* A workflow tool node pauses with one ``adk_request_input`` call whose id is
+  ``wf_tool_confirmation:<node_path>`` and whose args are ``{interruptId, message, payload:
+  {tool_name, args, confirmation_payload?}, response_schema}``.
+* Both are answered by one user ``Content`` holding one ``FunctionResponse(name=<that call's name>,
+  id=<that call's id>, response=ToolConfirmation(...).model_dump())`` per call, and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.adk.events.event import Event
+from google.adk.tools.tool_confirmation import ToolConfirmation
+from google.genai import types
+
+REQUEST_CONFIRMATION = "adk_request_confirmation"
+REQUEST_INPUT = "adk_request_input"
+WORKFLOW_CONFIRMATION_PREFIX = "wf_tool_confirmation:"
+METADATA_KEY = "signoff"
+
+KIND_CONFIRMATION = "confirmation"
+KIND_WORKFLOW_INPUT = "workflow_input"
+
+
+@dataclass(frozen=True)
+class PausedCall:
+    """One tool call that ADK paused for a person, as read from the pause event."""
+
+    app: str
+    user: str
+    session: str
+    invocation: str
+    confirmation_id: str
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    hint: str = ""
+    payload: Any = None
+    agent: str = ""
+    node_path: str = ""
+    kind: str = KIND_CONFIRMATION
+    context: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def log_confirmation_id(self) -> str:
+        """The confirmation id as recorded on the log (see :func:`log_confirmation_id`)."""
+        return log_confirmation_id(self.confirmation_id, self.kind, self.invocation)
+
+    @property
+    def function_name(self) -> str:
+        """The name of the ADK function call that paused (and that the answer must name)."""
+        return REQUEST_INPUT if self.kind == KIND_WORKFLOW_INPUT else REQUEST_CONFIRMATION
+
+
+INVOCATION_SEPARATOR = "#"
+
+
+def log_confirmation_id(confirmation_id: str, kind: str, invocation: str) -> str:
+    """The id a paused call is recorded under on the log.
+
+    ADK reuses ``wf_tool_confirmation:<node_path>`` when the same workflow pauses again in a later
+    invocation of the same session, and ``audit`` refuses a second review under one confirmation id
+    of a session (``DuplicateReview``); so a workflow pause is recorded as ``<id>#<invocation>``.
+    """
+    if kind == KIND_WORKFLOW_INPUT:
+        return f"{confirmation_id}{INVOCATION_SEPARATOR}{invocation}"
+    return confirmation_id
+
+
+def adk_confirmation_id(logged_id: str, kind: str) -> str:
+    """The function call id ADK knows, from the id on the log (inverse of :func:`log_confirmation_id`)."""
+    if kind == KIND_WORKFLOW_INPUT:
+        return logged_id.split(INVOCATION_SEPARATOR, 1)[0]
+    return logged_id
+
+
+def _text_of(content: types.Content | None) -> str:
+    if content is None or not content.parts:
+        return ""
+    return "".join(p.text for p in content.parts if p.text and not p.thought).strip()
+
+
+def conversation_context(events: Sequence[Event], call_id: str) -> dict[str, str]:
+    """The last user message and the model's text before the call ``call_id``.
+
+    Both are short strings (cut at 2,000 characters) for the reviewer; either may be empty.
+    """
+    model_text = ""
+    start = len(events)
+    for i in range(len(events) - 1, -1, -1):
+        if any(fc.id == call_id for fc in events[i].get_function_calls()):
+            model_text = _text_of(events[i].content)
+            start = i
+            break
+    user_text = ""
+    for i in range(start - 1, -1, -1):
+        ev = events[i]
+        if ev.author == "user":
+            text = _text_of(ev.content)
+            if text:
+                user_text = text
+                break
+    return {"user": user_text[:2000], "model": model_text[:2000]}
+
+
+def paused_calls(
+    event: Event,
+    *,
+    app: str,
+    user: str,
+    session: str,
+    history: Sequence[Event] = (),
+) -> list[PausedCall]:
+    """Every call of ``event`` that pauses for a confirmation, in the event's order.
+
+    ``history`` is the session's events so far; it supplies the conversation context.
+    An event that pauses for anything else (credentials, a plain ``request_input``) yields nothing.
+    """
+    ids = set(event.long_running_tool_ids or ())
+    if not ids:
+        return []
+    out: list[PausedCall] = []
+    for fc in event.get_function_calls():
+        if not fc.id or fc.id not in ids:
+            continue
+        args = fc.args or {}
+        if fc.name == REQUEST_CONFIRMATION:
+            original = args.get("originalFunctionCall")
+            if not isinstance(original, dict):
+                continue
+            confirmation = args.get("toolConfirmation") or {}
+            call_id = str(original.get("id") or "")
+            out.append(
+                PausedCall(
+                    app=app,
+                    user=user,
+                    session=session,
+                    invocation=event.invocation_id,
+                    confirmation_id=fc.id,
+                    call_id=call_id,
+                    tool=str(original.get("name") or ""),
+                    args=dict(original.get("args") or {}),
+                    hint=str(confirmation.get("hint") or ""),
+                    payload=confirmation.get("payload"),
+                    agent=event.author or "",
+                    node_path=_node_path(event),
+                    kind=KIND_CONFIRMATION,
+                    context=conversation_context(history, call_id),
+                )
+            )
+        elif fc.name == REQUEST_INPUT and fc.id.startswith(WORKFLOW_CONFIRMATION_PREFIX):
+            payload = args.get("payload") or {}
+            if not isinstance(payload, dict) or "tool_name" not in payload:
+                continue
+            out.append(
+                PausedCall(
+                    app=app,
+                    user=user,
+                    session=session,
+                    invocation=event.invocation_id,
+                    confirmation_id=fc.id,
+                    # A tool node gets a fresh function_call_id on every run; its node path
+                    # (inside the interrupt id) is what stays the same across the pause.
+                    call_id=fc.id,
+                    tool=str(payload["tool_name"]),
+                    args=dict(payload.get("args") or {}),
+                    hint=str(args.get("message") or ""),
+                    payload=payload.get("confirmation_payload"),
+                    agent=event.author or "",
+                    node_path=fc.id[len(WORKFLOW_CONFIRMATION_PREFIX) :],
+                    kind=KIND_WORKFLOW_INPUT,
+                    context=conversation_context(history, fc.id),
+                )
+            )
+    return out
+
+
+def _node_path(event: Event) -> str:
+    info = getattr(event, "node_info", None)
+    return str(getattr(info, "path", "") or "")
+
+
+def resume_message(answers: Iterable[tuple[PausedCall, ToolConfirmation]]) -> types.Content:
+    """One user ``Content`` answering every call of a frontier (function responses only)."""
+    parts = [
+        types.Part(
+            function_response=types.FunctionResponse(
+                name=call.function_name,
+                id=call.confirmation_id,
+                response=confirmation.model_dump(mode="json"),
+            )
+        )
+        for call, confirmation in answers
+    ]
+    if not parts:
+        raise ValueError("a resume message needs at least one answer, found none")
+    return types.Content(role="user", parts=parts)
+
+
+def answered_ids(events: Sequence[Event], invocation: str, ids: Iterable[str]) -> set[str]:
+    """Which of ``ids`` (paused calls of ``invocation``) a user event after their pause answered.
+
+    Only answers after that pause count: a workflow reuses its interrupt ids in later
+    invocations of the same session.
+    """
+    wanted = set(ids)
+    start = 0
+    for i, ev in enumerate(events):
+        if ev.invocation_id == invocation and any(fc.id in wanted for fc in ev.get_function_calls()):
+            start = i
+    return {
+        fr.id for ev in events[start:] if ev.author == "user" for fr in ev.get_function_responses() if fr.id in wanted
+    }
+
+
+def binding_for(events: Sequence[Event], call_id: str, node_path: str = "") -> tuple[str, str] | None:
+    """``(review_id, frontier_id)`` that the plugin stamped on the pause event for this call.
+
+    ``call_id`` is the original tool call id (LLM agents); for a workflow tool node the
+    ``wf_tool_confirmation:<node_path>`` interrupt is looked up instead.
+    """
+    wanted_input = WORKFLOW_CONFIRMATION_PREFIX + node_path if node_path else None
+    for ev in reversed(events):
+        meta = (ev.custom_metadata or {}).get(METADATA_KEY)
+        if not isinstance(meta, dict):
+            continue
+        reviews = meta.get("reviews") or {}
+        for fc in ev.get_function_calls():
+            if not fc.id or fc.id not in reviews:
+                continue
+            if fc.name == REQUEST_CONFIRMATION:
+                original = (fc.args or {}).get("originalFunctionCall") or {}
+                if original.get("id") == call_id:
+                    return str(reviews[fc.id]), str(meta.get("frontier", ""))
+            elif fc.name == REQUEST_INPUT and fc.id in (call_id, wanted_input):
+                return str(reviews[fc.id]), str(meta.get("frontier", ""))
+    return None

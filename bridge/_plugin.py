@@ -1,0 +1,66 @@
+"""``SignoffPlugin``: one ADK plugin that puts every paused tool call of an app in front of a person.
+
+Internal module, not public API; import from ``bridge``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.events.event import Event
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+
+from bridge._calls import METADATA_KEY, adk_confirmation_id, paused_calls
+
+if TYPE_CHECKING:
+    from bridge._signoff import Signoff
+
+
+class SignoffPlugin(BasePlugin):
+    """Opens one frontier per pause, applies decisions before tools run, records what ran.
+
+    * ``on_event_callback``: an event that pauses on ``adk_request_confirmation`` (or, for a workflow
+      tool node, ``adk_request_input`` with ``wf_tool_confirmation:<node_path>``) opens one review
+      per call in one transaction, before ADK persists the event; the event is stamped with
+      ``custom_metadata["signoff"] = {"frontier": id, "reviews": {confirmation_id: review_id}}``
+      so the session itself binds each paused call to its review.
+    * ``before_tool_callback``: see :meth:`Signoff.before_tool`.
+    * ``after_tool_callback``: see :meth:`Signoff.after_tool`.
+    """
+
+    def __init__(self, signoff: Signoff, name: str = "signoff") -> None:
+        super().__init__(name=name)
+        self.signoff = signoff
+
+    async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
+        if not event.long_running_tool_ids or event.partial:
+            return None
+        session = invocation_context.session
+        calls = paused_calls(
+            event, app=session.app_name, user=session.user_id, session=session.id, history=session.events
+        )
+        if not calls:
+            return None
+        frontier = await asyncio.to_thread(self.signoff.open_frontier, calls)
+        metadata = dict(event.custom_metadata or {})
+        metadata[METADATA_KEY] = {
+            "frontier": frontier.id,
+            "reviews": {adk_confirmation_id(r.call.confirmation_id, r.call.kind): r.id for r in frontier.reviews},
+        }
+        # Stamped in place: ADK persists this very event object right after the callbacks.
+        event.custom_metadata = metadata
+        return None
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        return await self.signoff.before_tool(tool, tool_args, tool_context)
+
+    async def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        return await self.signoff.after_tool(tool, tool_args, tool_context, result)

@@ -1,0 +1,280 @@
+"""The resumer: every decided frontier is sent back to its run exactly once.
+
+Internal module, not public API; import from ``bridge``.
+
+Exactly once (DESIGN.md "The bridge"): a worker claims a decided frontier by appending
+``run.resumed`` (``ReviewService.claim_resume``, one transaction; a second claim raises
+``AlreadyResumed``), and only then sends the one message answering every call of the frontier.
+After a crash, the session's own events tell what happened to a claim this worker made:
+
+* no user event answers the frontier's calls: the claim was never sent, so it is sent now;
+* the answer is there but no final response follows it: the run died on the way, so it is driven
+  again (``run_async(invocation_id=...)`` with no new message, ADK's resumable-invocation path);
+* anything else: it was sent and the run finished; it is never sent again.
+
+A tool that already has ``tool.executed`` on the log is not run again (see ``Signoff.before_tool``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from google.adk.events.event import Event
+from google.adk.runners import Runner
+from google.adk.sessions.session import Session
+
+from audit import Frontier, Review
+from audit.errors import AlreadyResumed, FrontierNotReady
+from bridge._calls import PausedCall, adk_confirmation_id, answered_ids, resume_message
+from bridge._mapping import to_tool_confirmation
+
+if TYPE_CHECKING:
+    from bridge._signoff import Signoff
+
+log = logging.getLogger("signoff.bridge")
+
+StepHook = Callable[[str, str], None]
+"""Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What one resume did: ``how`` is ``sent``, ``recovered`` (claimed earlier, sent now) or ``redriven``."""
+
+    frontier: str
+    session: str
+    invocation: str
+    how: str
+    events: int
+
+
+class Resumer:
+    """Claims decided frontiers of one app and drives their runs on ``runner``."""
+
+    def __init__(
+        self,
+        signoff: Signoff,
+        runner: Runner,
+        *,
+        actor: str | None = None,
+        max_wait: float = 5.0,
+        on_step: StepHook | None = None,
+        on_event: Callable[[Event], Any] | None = None,
+        concurrency: int = 8,
+    ) -> None:
+        """``actor`` names this worker on the log (``agent:...``); give each concurrent worker its own,
+        because a restarted worker recovers the unsent claims made under its name.
+        """
+        self.signoff = signoff
+        self.runner = runner
+        self.app_name = runner.app_name
+        self.actor = actor or f"agent:signoff-resumer-{self.app_name}"
+        self.max_wait = max_wait
+        self.on_step = on_step
+        self.on_event = on_event
+        self._recovered = False
+        self._orphans: set[str] = set()
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+
+    # -- one pass ------------------------------------------------------------------------
+
+    async def run_once(self) -> list[Resumed]:
+        """Resume every decided frontier of this app (and, on the first pass, recover unsent claims).
+
+        Claims are made one by one; the claimed runs are then driven concurrently (at most
+        ``concurrency`` at a time), so one long run does not hold up the others.
+        """
+        done: list[Resumed] = []
+        if not self._recovered:
+            done.extend(await self._recover())
+            self._recovered = True
+        svc = self.signoff.reviews
+        frontiers: list[Frontier] = await asyncio.to_thread(svc.ready_frontiers)
+        sends: list[asyncio.Task[Resumed | None]] = []
+        for frontier in frontiers:
+            if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
+                continue
+            if frontier.id in self._orphans:
+                continue
+            session = await self._session(frontier)
+            if session is None or not _paused_in(session.events, frontier):
+                # Opened, but the pause never reached the session (the process died between the
+                # plugin's callback and ADK's append): there is no run to resume. Never claimed.
+                log.warning(
+                    "frontier %s: its pause is not in session %s; left unclaimed",
+                    frontier.id,
+                    frontier.reviews[0].call.session,
+                )
+                self._orphans.add(frontier.id)
+                continue
+            self._step("before_claim", frontier.id)
+            try:
+                await asyncio.to_thread(svc.claim_resume, frontier.id, actor=self.actor)
+            except (AlreadyResumed, FrontierNotReady):
+                continue
+            self._step("after_claim", frontier.id)
+            sends.append(asyncio.create_task(self._send_claimed(frontier, session)))
+        for result in await asyncio.gather(*sends):
+            if result is not None:
+                done.append(result)
+        return done
+
+    async def _send_claimed(self, frontier: Frontier, session: Session) -> Resumed | None:
+        async with self._slots:
+            try:
+                result = await self._send(frontier, how="sent", session=session)
+            except Exception:
+                # The claim stands (exactly once); the run's own error is the app's to see.
+                log.exception("frontier %s: the resumed run failed", frontier.id)
+                return None
+        self._step("after_send", frontier.id)
+        return result
+
+    async def serve(self, *, stop: asyncio.Event | None = None) -> None:
+        """Resume frontiers as they are decided, until ``stop`` is set (or the task is cancelled).
+
+        Wakes on every change to the log (``wait_for_change``: in-process condition, PostgreSQL
+        ``LISTEN/NOTIFY`` or SQLite ``data_version``), never on a fixed slow poll. Between changes it
+        wakes at the next review deadline, to expire it, or after ``max_wait`` at most.
+        """
+        svc = self.signoff.reviews
+        store = self.signoff.store
+        stop = stop or asyncio.Event()
+        due_at = 0.0  # monotonic time of the earliest review deadline still to expire
+        while not stop.is_set():
+            size = await asyncio.to_thread(store.size)
+            if time.monotonic() >= due_at:
+                await asyncio.to_thread(svc.expire_due)
+            await self.run_once()
+            wait, due_at = await asyncio.to_thread(self._next_wake)
+            if stop.is_set():
+                break
+            await asyncio.to_thread(svc.wait_for_change, size, wait)
+
+    def _next_wake(self) -> tuple[float, float]:
+        """Seconds to wait for a change at most, and when (monotonic) the next deadline falls due."""
+        until_due = float("inf")
+        now = datetime.now(UTC)
+        for review in self.signoff.reviews.pending(limit=200):
+            if review.deadline is not None:
+                until_due = min(until_due, max(0.0, (review.deadline - now).total_seconds()) + 0.01)
+        wait = min(self.max_wait, until_due)
+        due_at = time.monotonic() + until_due if until_due != float("inf") else time.monotonic() + self.max_wait
+        return wait, due_at
+
+    # -- sending -------------------------------------------------------------------------
+
+    async def _session(self, frontier: Frontier) -> Session | None:
+        first = frontier.reviews[0].call
+        return await self.runner.session_service.get_session(
+            app_name=first.app, user_id=first.user, session_id=first.session
+        )
+
+    async def _send(self, frontier: Frontier, *, how: str, session: Session | None = None) -> Resumed | None:
+        first = frontier.reviews[0].call
+        if session is None:
+            session = await self._session(frontier)
+        if session is None:
+            log.error("frontier %s: expected session %s, found none; not resumed", frontier.id, first.session)
+            return None
+        ids = {r.id: adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
+        answered = answered_ids(session.events, first.invocation, ids.values())
+        todo = [r for r in frontier.reviews if ids[r.id] not in answered]
+        if not todo:
+            if how == "recovered" and not _ran_on(session.events, frontier):
+                return await self._drive(frontier, None, how="redriven")
+            return None
+        message = resume_message((_paused(r), to_tool_confirmation(r)) for r in todo)
+        return await self._drive(frontier, message, how=how)
+
+    async def _drive(self, frontier: Frontier, message: Any, *, how: str) -> Resumed:
+        first = frontier.reviews[0].call
+        count = 0
+        async for event in self.runner.run_async(
+            user_id=first.user, session_id=first.session, invocation_id=first.invocation, new_message=message
+        ):
+            if count == 0:
+                self._step("sent", frontier.id)
+            count += 1
+            if self.on_event is not None:
+                self.on_event(event)
+        return Resumed(frontier.id, first.session, first.invocation, how, count)
+
+    # -- crash recovery ------------------------------------------------------------------
+
+    async def _recover(self) -> list[Resumed]:
+        """Send the claims this worker made but (per the session's events) never sent."""
+        store = self.signoff.store
+        svc = self.signoff.reviews
+        claims = await asyncio.to_thread(lambda: [e.body for e in store.entries(kind="run.resumed", actor=self.actor)])
+        done: list[Resumed] = []
+        for body in claims:
+            frontier = await asyncio.to_thread(svc.frontier, str(body["frontier"]))
+            if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
+                continue
+            result = await self._send(frontier, how="recovered")
+            if result is not None:
+                done.append(result)
+        return done
+
+    def _step(self, step: str, frontier_id: str) -> None:
+        if self.on_step is not None:
+            self.on_step(step, frontier_id)
+
+
+def _paused_in(events: list[Event], frontier: Frontier) -> bool:
+    """Whether the session holds the pause (the function calls) that ``frontier`` answers."""
+    ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
+    invocation = frontier.reviews[0].call.invocation
+    seen = {fc.id for ev in events if ev.invocation_id == invocation for fc in ev.get_function_calls()}
+    return ids <= seen
+
+
+def _ran_on(events: list[Event], frontier: Frontier) -> bool:
+    """Whether the run went on to a final response after the message answering ``frontier``."""
+    ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
+    invocation = frontier.reviews[0].call.invocation
+    pause = max(
+        (
+            i
+            for i, ev in enumerate(events)
+            if ev.invocation_id == invocation and any(fc.id in ids for fc in ev.get_function_calls())
+        ),
+        default=0,
+    )
+    answer = next(
+        (
+            i
+            for i in range(pause, len(events))
+            if events[i].author == "user" and any(fr.id in ids for fr in events[i].get_function_responses())
+        ),
+        None,
+    )
+    if answer is None:
+        return False
+    return any(ev.author != "user" and ev.is_final_response() for ev in events[answer + 1 :])
+
+
+def _paused(review: Review) -> PausedCall:
+    c = review.call
+    return PausedCall(
+        app=c.app,
+        user=c.user,
+        session=c.session,
+        invocation=c.invocation,
+        confirmation_id=adk_confirmation_id(c.confirmation_id, c.kind),
+        call_id=c.call_id,
+        tool=c.tool,
+        args=dict(c.args),
+        hint=c.hint,
+        payload=c.payload,
+        agent=c.agent,
+        node_path=c.node_path,
+        kind=c.kind,
+    )

@@ -1,0 +1,313 @@
+"""The ``Signoff`` facade: one store, one review service, the plugin, the resumer, in-process waits.
+
+Internal module, not public API; import from ``bridge``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jsonpatch
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_confirmation import ToolConfirmation
+
+from audit import CallSpec, Frontier, Review, ReviewService, Store, open_store
+from audit.errors import FrontierNotReady, ReviewClosed, UnknownReview
+from bridge._calls import KIND_WORKFLOW_INPUT, PausedCall
+from bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor
+from bridge._mapping import to_tool_confirmation
+from bridge._policy import Policies, ToolPolicy
+from bridge._schema import check_args, tool_schema
+
+if TYPE_CHECKING:
+    from google.adk.runners import Runner
+
+    from bridge._plugin import SignoffPlugin
+    from bridge._resumer import Resumer
+
+_DEFAULT: Signoff | None = None
+
+
+class Signoff:
+    """Everything an ADK app needs to put a person in front of its tools.
+
+    >>> signoff = Signoff("sqlite:///signoff.db", policies=[ToolPolicy("transfer_*", review=True)])
+    >>> app = App(name="bank", root_agent=agent, plugins=[signoff.plugin()],
+    ...           resumability_config=ResumabilityConfig(is_resumable=True))
+    >>> await signoff.resumer(runner).serve()
+    """
+
+    def __init__(
+        self,
+        store: str | Store,
+        *,
+        policies: Sequence[ToolPolicy] = (),
+        init_key: str | Path | None = None,
+        default: bool = True,
+    ) -> None:
+        """Open (or, with ``init_key``, create) the log named by ``store``.
+
+        ``init_key`` is where a new log's Ed25519 key is written when the store has no log yet.
+        ``default`` makes this instance the one the module-level ``apply_reviewed_args`` uses.
+        """
+        self.store = open_store(store) if isinstance(store, str) else store
+        if init_key is not None:
+            from audit.errors import LogExists
+
+            with contextlib.suppress(LogExists):
+                self.store.init_log(init_key)
+        self.reviews = ReviewService(self.store)
+        self.policies = Policies(policies)
+        self._tools: dict[tuple[str, str], BaseTool] = {}
+        self._gate = ToolGate(self)
+        self._by_confirmation: dict[tuple[str, str], str] = {}
+        if default:
+            global _DEFAULT
+            _DEFAULT = self
+
+    # -- the two objects an app installs ------------------------------------------------
+
+    def plugin(self, name: str = "signoff") -> SignoffPlugin:
+        from bridge._plugin import SignoffPlugin
+
+        return SignoffPlugin(self, name=name)
+
+    def resumer(self, runner: Runner, *, actor: str | None = None, **options: Any) -> Resumer:
+        from bridge._resumer import Resumer
+
+        return Resumer(self, runner, actor=actor, **options)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- opening reviews ---------------------------------------------------------------
+
+    def remember_tool(self, agent: str, tool: BaseTool) -> None:
+        """Keep the tool object so a review opened for it carries its schema and description."""
+        self._tools[(agent, tool.name)] = tool
+        self._tools[("", tool.name)] = tool
+
+    def call_spec(self, call: PausedCall) -> CallSpec:
+        tool = self._tools.get((call.agent, call.tool)) or self._tools.get(("", call.tool))
+        return CallSpec(
+            app=call.app,
+            user=call.user,
+            session=call.session,
+            invocation=call.invocation,
+            confirmation_id=call.log_confirmation_id,
+            call_id=call.call_id,
+            tool=call.tool,
+            args=call.args,
+            hint=call.hint,
+            payload=call.payload,
+            agent=call.agent,
+            node_path=call.node_path,
+            context=dict(call.context),
+            tool_description=(tool.description or "") if tool is not None else "",
+            tool_schema=tool_schema(tool) if tool is not None else None,
+            kind=call.kind,
+        )
+
+    def open_frontier(self, calls: Sequence[PausedCall]) -> Frontier:
+        """Open one review per call, in one transaction (one frontier for one pause)."""
+        if not calls:
+            raise ValueError("a frontier needs at least one paused call, found none")
+        specs = [self.call_spec(c) for c in calls]
+        policies = [self.policies.for_tool(c.tool).to_audit() for c in calls]
+        frontier = self.reviews.open_frontier(specs, actor=agent_actor(calls[0].agent), policies=policies)
+        for review in frontier.reviews:
+            self._by_confirmation[(review.call.session, review.call.confirmation_id)] = review.id  # as logged
+        return frontier
+
+    def review_for(self, call: PausedCall | Review | str) -> Review | None:
+        """The review opened for ``call`` (a paused call, a review, or a review id), if any."""
+        if isinstance(call, Review):
+            return self.reviews.get(call.id)
+        if isinstance(call, str):
+            return self.reviews.get(call)
+        key = (call.session, call.log_confirmation_id)
+        review_id = self._by_confirmation.get(key)
+        if review_id is None:
+            review_id = self.lookup_review_id(call.session, call.log_confirmation_id)
+        if review_id is None:
+            return None
+        self._by_confirmation[key] = review_id
+        return self.reviews.get(review_id)
+
+    def lookup_review_id(self, session: str, value: str, *, by: str = "confirmation_id") -> str | None:
+        """Scan ``review.opened`` entries, newest first, for this session's call (a fallback path)."""
+        for entry in self.store.entries(kind="review.opened", newest_first=True):
+            c = entry.body.get("call") or {}
+            if c.get("session") == session and c.get(by) == value:
+                return str(entry.body["review"])
+        return None
+
+    # -- decisions from another UI -------------------------------------------------------
+
+    def record_decision(
+        self,
+        call: PausedCall | Review | str,
+        confirmation: ToolConfirmation,
+        *,
+        reviewer: str,
+        rationale: str = "",
+    ) -> Review:
+        """Record a decision made in another UI, by the same rules as any decision.
+
+        ``confirmed=False`` is a rejection (``rationale``, else the confirmation's hint, is the
+        reason). ``confirmed=True`` with ``payload={"args": ...}`` (and optionally ``"patch"``) on a
+        tool that did not ask its own question is an edit; any other ``confirmed=True`` is an
+        approval, whose payload is the person's answer to the tool's own question.
+        An edit that breaks the tool's parameters raises ``SchemaViolation`` before anything is written.
+        """
+        review = self.review_for(call)
+        if review is None:
+            raise UnknownReview(call.confirmation_id if isinstance(call, PausedCall) else str(call))
+        if not confirmation.confirmed:
+            reason = rationale or confirmation.hint
+            return self.reviews.reject(review.id, reviewer=reviewer, reason=reason)
+        payload = confirmation.payload
+        asked_own_question = review.call.payload is not None
+        if not asked_own_question and isinstance(payload, dict) and isinstance(payload.get("args"), dict):
+            new_args = payload["args"]
+            patch = payload.get("patch")
+            if not isinstance(patch, list):
+                patch = jsonpatch.make_patch(review.call.args, new_args).patch
+            patched = jsonpatch.apply_patch(copy.deepcopy(review.call.args), patch)
+            check_args(review.call.tool_schema, patched)
+            if patched != new_args:
+                from audit.errors import PatchFailed
+
+                raise PatchFailed("payload.patch: expected it to turn the opened args into payload.args")
+            if not patch:
+                return self.reviews.approve(review.id, reviewer=reviewer, rationale=rationale)
+            return self.reviews.edit(review.id, reviewer=reviewer, patch=patch, rationale=rationale)
+        return self.reviews.approve(
+            review.id,
+            reviewer=reviewer,
+            rationale=rationale,
+            payload=payload if asked_own_question else None,
+        )
+
+    def edit(self, review_id: str, *, reviewer: str, patch: list[dict[str, Any]], rationale: str = "") -> Review:
+        """Record an edit; patched args that break the tool schema are refused, nothing written."""
+        review = self.reviews.get(review_id)
+        patched = jsonpatch.apply_patch(copy.deepcopy(review.call.args), patch)
+        check_args(review.call.tool_schema, patched)
+        return self.reviews.edit(review_id, reviewer=reviewer, patch=patch, rationale=rationale)
+
+    # -- in-process waiting ---------------------------------------------------------------
+
+    async def request_confirmation(
+        self, call: PausedCall, *, timeout: float | None = None, claim: bool = True
+    ) -> ToolConfirmation:
+        """Wait for a person's decision on ``call`` and return the ``ToolConfirmation`` answering it.
+
+        The review is opened if the plugin has not opened it already (with ``timeout`` as its
+        deadline). When ``timeout`` passes with no decision the review expires (never a rejection)
+        and ``confirmed=False`` is returned. Cancelling the awaiting task withdraws the review.
+        With ``claim`` (the default), the frontier is claimed with ``run.resumed`` once its last
+        review is final, so that no resumer sends it again: the caller sends the answer itself.
+        """
+        review = await asyncio.to_thread(self.review_for, call)
+        if review is None:
+            from audit import Policy
+
+            audit_policy = self.policies.for_tool(call.tool).to_audit()
+            if timeout is not None:
+                audit_policy = Policy(role=audit_policy.role, deadline_seconds=timeout)
+            spec = self.call_spec(call)
+            frontier = await asyncio.to_thread(
+                self.reviews.open_frontier, [spec], actor=agent_actor(call.agent), policies=[audit_policy]
+            )
+            review = frontier.reviews[0]
+            self._by_confirmation[(call.session, call.log_confirmation_id)] = review.id
+        deadline_at = time.monotonic() + timeout if timeout is not None else None
+        try:
+            review = await self._wait_final(review, deadline_at)
+        except asyncio.CancelledError:
+            await asyncio.to_thread(self._withdraw_quietly, review.id, call.agent, "the awaiting task was cancelled")
+            raise
+        if not review.final:
+            review = await asyncio.to_thread(self._expire_or_withdraw, review)
+        if claim:
+            await asyncio.to_thread(self._claim_if_ready, review.frontier, call.agent)
+        return to_tool_confirmation(review)
+
+    async def _wait_final(self, review: Review, deadline_at: float | None) -> Review:
+        while not review.final:
+            remaining = 0.5 if deadline_at is None else min(0.5, deadline_at - time.monotonic())
+            if remaining <= 0:
+                break
+            found = await asyncio.to_thread(self.reviews.wait_for_decision, review_id=review.id, timeout=remaining)
+            review = found if isinstance(found, Review) else await asyncio.to_thread(self.reviews.get, review.id)
+        return review
+
+    def _expire_or_withdraw(self, review: Review) -> Review:
+        self.reviews.expire_due()
+        current = self.reviews.get(review.id)
+        if current.final:
+            return current
+        # The review's own deadline (set by a policy when the plugin opened it) is later than this
+        # wait: it cannot be expired early, so the waiting run gives it up instead.
+        return self._withdraw_quietly(review.id, review.call.agent, "the in-process wait timed out")
+
+    def _withdraw_quietly(self, review_id: str, agent: str, reason: str) -> Review:
+        try:
+            return self.reviews.withdraw(review_id, actor=agent_actor(agent), reason=reason)
+        except ReviewClosed:
+            return self.reviews.get(review_id)
+
+    def _claim_if_ready(self, frontier_id: str, agent: str) -> None:
+        with contextlib.suppress(FrontierNotReady):
+            self.reviews.claim_resume(frontier_id, actor=agent_actor(agent))
+
+    # -- the callbacks around a tool (see bridge._gate) ----------------------------------------
+
+    async def before_tool(self, tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
+        """Apply the reviewed args in place and return ``None``, or stop the call with the reason."""
+        return await self._gate.before(tool, args, tool_context)
+
+    async def after_tool(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: Any, result: Any
+    ) -> dict[str, Any] | None:
+        """Record ``tool.executed`` with the digest of the args the tool ran with; note an edit."""
+        return await self._gate.after(tool, args, tool_context, result)
+
+
+def default_signoff() -> Signoff:
+    if _DEFAULT is None:
+        raise RuntimeError("apply_reviewed_args: expected a Signoff to be created first, found none")
+    return _DEFAULT
+
+
+async def apply_reviewed_args(tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
+    """Agent-level ``before_tool_callback``: the plugin's behaviour for apps that prefer callbacks.
+
+    Mutates ``args`` in place and returns ``None`` once a person approved or edited the call; returns
+    the person's reason when they rejected it (or it expired or was withdrawn). Pair it with
+    :func:`record_tool_executed` as the ``after_tool_callback``. Uses the most recent ``Signoff``.
+    """
+    return await default_signoff().before_tool(tool, args, tool_context)
+
+
+async def record_tool_executed(
+    tool: BaseTool, args: dict[str, Any], tool_context: Any, tool_response: Any
+) -> dict[str, Any] | None:
+    """Agent-level ``after_tool_callback`` recording ``tool.executed`` (see :func:`apply_reviewed_args`)."""
+    return await default_signoff().after_tool(tool, args, tool_context, tool_response)
+
+
+__all__ = [
+    "FORCED_PAUSE_STATUS",
+    "KIND_WORKFLOW_INPUT",
+    "Signoff",
+    "apply_reviewed_args",
+    "record_tool_executed",
+]

@@ -1,0 +1,234 @@
+"""Passwords (scrypt, RFC 7914), browser sessions, API tokens and lockout.
+
+Nothing here decides *what* a reviewer may do: roles and tool globs are on the log and
+``audit`` enforces them when a decision is written. This module only answers *who* is
+asking.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cryptography.exceptions import InvalidKey
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from desk.db import Account, ApiToken, SessionRow, utcnow
+
+# RFC 7914 §2 parameters; N=2^14, r=8, p=1 is the interactive-login recommendation.
+SCRYPT_N = 2**14
+SCRYPT_R = 8
+SCRYPT_P = 1
+MAX_FAILURES = 5
+LOCKOUT = timedelta(minutes=15)
+SESSION_TTL = timedelta(hours=12)
+_DUMMY_HASH: str | None = None
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    key = Scrypt(salt=salt, length=32, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P).derive(password.encode())
+    b64 = base64.b64encode
+    return f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${b64(salt).decode()}${b64(key).decode()}"
+
+
+def check_password(password: str, stored: str) -> bool:
+    try:
+        scheme, n, r, p, salt, key = stored.split("$")
+        if scheme != "scrypt":
+            return False
+        kdf = Scrypt(salt=base64.b64decode(salt), length=32, n=int(n), r=int(r), p=int(p))
+        kdf.verify(password.encode(), base64.b64decode(key))
+        return True
+    except (ValueError, InvalidKey):
+        return False
+
+
+def _sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    if dt is not None and dt.tzinfo is None:
+        return dt.replace(tzinfo=UTC)
+    return dt
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(12)
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    reviewer: str
+    csrf: str
+    via: str  # "session" | "token"
+    info: Any = None  # the reviewer's ReviewerInfo from the log, once looked up
+
+
+class SignInRefused(Exception):
+    """Sign-in failed. The message is safe to show; it never says which part was wrong."""
+
+    def __init__(self, message: str, locked: bool = False) -> None:
+        self.locked = locked
+        super().__init__(message)
+
+
+class Accounts:
+    """Desk-side accounts for one log."""
+
+    def __init__(self, engine: Engine, log: str) -> None:
+        self.engine = engine
+        self.log = log
+
+    # -- passwords -------------------------------------------------------------------
+    def set_password(self, reviewer: str, password: str, *, must_change: bool = True) -> None:
+        with Session(self.engine) as s:
+            row = s.get(Account, (self.log, reviewer))
+            if row is None:
+                row = Account(log=self.log, reviewer=reviewer, password_hash="")
+            row.password_hash = hash_password(password)
+            row.must_change = must_change
+            row.failed = 0
+            row.locked_until = None
+            s.add(row)
+            s.commit()
+
+    def has_account(self, reviewer: str) -> bool:
+        return self.account(reviewer) is not None
+
+    def account(self, reviewer: str) -> Account | None:
+        with Session(self.engine) as s:
+            return s.get(Account, (self.log, reviewer))
+
+    def authenticate(self, reviewer: str, password: str) -> None:
+        """Raise :class:`SignInRefused` unless the password matches and the account is not locked."""
+        global _DUMMY_HASH
+        now = utcnow()
+        with Session(self.engine) as s:
+            row = s.get(Account, (self.log, reviewer))
+            if row is None:
+                # Spend the same time as a real check so timing does not reveal accounts.
+                if _DUMMY_HASH is None:
+                    _DUMMY_HASH = hash_password(secrets.token_hex(8))
+                check_password(password, _DUMMY_HASH)
+                raise SignInRefused("Wrong e-mail or password.")
+            locked_until = _aware(row.locked_until)
+            if locked_until is not None and locked_until > now:
+                raise SignInRefused(
+                    "Too many failed attempts. This account is locked for a while; try again later.",
+                    locked=True,
+                )
+            if not check_password(password, row.password_hash):
+                row.failed += 1
+                locked = row.failed >= MAX_FAILURES
+                if locked:
+                    row.locked_until = now + LOCKOUT
+                    row.failed = 0
+                s.add(row)
+                s.commit()
+                if locked:
+                    raise SignInRefused(
+                        "Too many failed attempts. This account is locked for a while; try again later.",
+                        locked=True,
+                    )
+                raise SignInRefused("Wrong e-mail or password.")
+            if row.failed or row.locked_until is not None:
+                row.failed = 0
+                row.locked_until = None
+                s.add(row)
+                s.commit()
+
+    # -- sessions --------------------------------------------------------------------
+    def open_session(self, reviewer: str) -> tuple[str, str]:
+        """Return (cookie value, csrf token)."""
+        token = secrets.token_urlsafe(32)
+        csrf = secrets.token_urlsafe(32)
+        with Session(self.engine) as s:
+            s.add(
+                SessionRow(
+                    token_hash=_sha(token),
+                    log=self.log,
+                    reviewer=reviewer,
+                    csrf=csrf,
+                    expires_at=utcnow() + SESSION_TTL,
+                )
+            )
+            s.commit()
+        return token, csrf
+
+    def session(self, token: str) -> SignedIn | None:
+        with Session(self.engine) as s:
+            row = s.get(SessionRow, _sha(token))
+            if row is None or row.log != self.log:
+                return None
+            expires = _aware(row.expires_at)
+            if expires is None or expires < utcnow():
+                return None
+            return SignedIn(row.reviewer, row.csrf, "session")
+
+    def close_session(self, token: str) -> None:
+        with Session(self.engine) as s:
+            row = s.get(SessionRow, _sha(token))
+            if row is not None:
+                s.delete(row)
+                s.commit()
+
+    def close_all_sessions(self, reviewer: str) -> None:
+        with Session(self.engine) as s:
+            for row in s.exec(select(SessionRow).where(SessionRow.log == self.log, SessionRow.reviewer == reviewer)):
+                s.delete(row)
+            s.commit()
+
+    # -- API tokens ------------------------------------------------------------------
+    def new_token(self, reviewer: str, label: str = "") -> str:
+        token = "sot_" + secrets.token_urlsafe(32)
+        with Session(self.engine) as s:
+            s.add(
+                ApiToken(
+                    token_hash=_sha(token),
+                    log=self.log,
+                    reviewer=reviewer,
+                    label=label,
+                    prefix=token[:10],
+                )
+            )
+            s.commit()
+        return token
+
+    def token(self, token: str) -> SignedIn | None:
+        with Session(self.engine) as s:
+            row = s.get(ApiToken, _sha(token))
+            if row is None or row.revoked or row.log != self.log:
+                return None
+            return SignedIn(row.reviewer, "", "token")
+
+    def tokens(self, reviewer: str) -> list[ApiToken]:
+        with Session(self.engine) as s:
+            return list(
+                s.exec(
+                    select(ApiToken).where(
+                        ApiToken.log == self.log,
+                        ApiToken.reviewer == reviewer,
+                        ApiToken.revoked == False,  # noqa: E712
+                    )
+                )
+            )
+
+    def revoke_all(self, reviewer: str) -> None:
+        with Session(self.engine) as s:
+            for row in s.exec(select(ApiToken).where(ApiToken.log == self.log, ApiToken.reviewer == reviewer)):
+                row.revoked = True
+                s.add(row)
+            s.commit()
+
+
+def same(a: str, b: str) -> bool:
+    return bool(a) and bool(b) and hmac.compare_digest(a.encode(), b.encode())

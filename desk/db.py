@@ -1,0 +1,91 @@
+"""Desk-only tables: sign-in accounts, sessions, API tokens, lockout counters.
+
+These are not projections of the log. Reviewer *enrollment* (roles, tool globs) lives on
+the log through ``ReviewService.enroll_reviewer``; this module only holds the secrets the
+desk needs to recognise a person, and those are stored hashed. Every row carries the log
+id, so several logs may share one database.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Field, Session, SQLModel, create_engine
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Account(SQLModel, table=True):
+    """One reviewer's password (scrypt) and lockout counter."""
+
+    __tablename__ = "desk_account"
+
+    log: str = Field(primary_key=True)
+    reviewer: str = Field(primary_key=True)  # "human:alice@example.org"
+    password_hash: str
+    must_change: bool = True
+    failed: int = 0
+    locked_until: datetime | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class SessionRow(SQLModel, table=True):
+    """A signed-in browser. ``token_hash`` is SHA-256 of the cookie value."""
+
+    __tablename__ = "desk_session"
+
+    token_hash: str = Field(primary_key=True)
+    log: str = Field(index=True)
+    reviewer: str
+    csrf: str
+    created_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
+
+
+class ApiToken(SQLModel, table=True):
+    """A per-reviewer bearer token. Only its SHA-256 is stored."""
+
+    __tablename__ = "desk_api_token"
+
+    token_hash: str = Field(primary_key=True)
+    log: str = Field(index=True)
+    reviewer: str = Field(index=True)
+    label: str = ""
+    prefix: str = ""  # first characters, so a person can tell tokens apart
+    created_at: datetime = Field(default_factory=utcnow)
+    revoked: bool = False
+
+
+def engine_url(store_url: str) -> str:
+    """SQLAlchemy URL for the same database the audit store uses."""
+    if store_url.startswith("postgresql://") or store_url.startswith("postgres://"):
+        return "postgresql+psycopg://" + store_url.split("://", 1)[1]
+    return store_url
+
+
+def make_engine(store_url: str) -> Engine:
+    url = engine_url(store_url)
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(conn, _record):  # type: ignore[no-untyped-def]
+            cur = conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+    else:
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    SQLModel.metadata.create_all(
+        engine,
+        tables=[Account.__table__, SessionRow.__table__, ApiToken.__table__],  # type: ignore[attr-defined]
+    )
+    return engine
+
+
+__all__ = ["Account", "ApiToken", "Session", "SessionRow", "make_engine", "utcnow"]

@@ -1,0 +1,70 @@
+"""FastAPI dependencies, as ``Annotated`` aliases so routes stay a few lines long."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from desk.app import Desk
+from desk.auth import SignedIn
+
+SESSION_COOKIE = "desk_session"
+PRE_CSRF_COOKIE = "desk_csrf"
+
+
+def get_desk(request: Request) -> Desk:
+    desk: Desk = request.app.state.desk
+    return desk
+
+
+DeskDep = Annotated[Desk, Depends(get_desk)]
+
+
+def get_svc(desk: DeskDep) -> Any:
+    return desk.svc
+
+
+ServiceDep = Annotated[Any, Depends(get_svc)]
+
+_bearer = HTTPBearer(
+    auto_error=False, description="Per-reviewer API token (desk account page or `desk reviewer token`)."
+)
+
+
+def api_reviewer(desk: DeskDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> SignedIn:
+    if creds is None or creds.scheme.lower() != "bearer":
+        raise HTTPException(
+            401, "An API token is required (Authorization: Bearer …).", headers={"WWW-Authenticate": "Bearer"}
+        )
+    who = desk.accounts.token(creds.credentials)
+    if who is None:
+        raise HTTPException(401, "Unknown or revoked API token.", headers={"WWW-Authenticate": "Bearer"})
+    info = desk.svc.reviewer(who.reviewer)
+    if info is None or not info.enabled:
+        raise HTTPException(403, "This reviewer is not enrolled or has been disabled.")
+    return replace(who, info=info)
+
+
+ApiReviewer = Annotated[SignedIn, Depends(api_reviewer)]
+
+
+class NeedSignIn(Exception):
+    pass
+
+
+def page_reviewer(request: Request, desk: DeskDep) -> SignedIn:
+    token = request.cookies.get(SESSION_COOKIE)
+    who = desk.accounts.session(token) if token else None
+    if who is None:
+        raise NeedSignIn()
+    info = desk.svc.reviewer(who.reviewer)
+    if info is None or not info.enabled:
+        desk.accounts.close_session(token or "")
+        raise NeedSignIn()
+    return replace(who, info=info)
+
+
+PageReviewer = Annotated[SignedIn, Depends(page_reviewer)]

@@ -1,0 +1,47 @@
+"""Domain errors from ``audit.errors`` mapped to HTTP status codes, in one place."""
+
+from __future__ import annotations
+
+from audit import errors as E
+
+# Most specific first; the first isinstance match wins.
+STATUS: list[tuple[type[Exception], int, str]] = [
+    (E.UnknownReview, 404, "No such review."),
+    (E.UnknownFrontier, 404, "No such frontier."),
+    (E.ReviewClosed, 409, "This review was already decided; your decision was not recorded."),
+    (E.DeadlinePassed, 409, "The deadline for this review has passed; your decision was not recorded."),
+    (E.DuplicateReview, 409, "That call already has a review."),
+    (E.FrontierNotReady, 409, "The frontier is not fully decided yet."),
+    (E.AlreadyResumed, 409, "The frontier was already resumed."),
+    (E.NotAllowed, 403, "Your role does not cover this tool; nothing was recorded."),
+    (E.PatchFailed, 422, "The patch does not apply to the call's args; nothing was recorded."),
+    (E.SchemaViolation, 422, "The edited args break the tool's parameter schema; nothing was recorded."),
+    (E.MissingReason, 422, "A rejection needs a reason; nothing was recorded."),
+    (E.CanonicalFormError, 422, "A value cannot be stored as canonical JSON; nothing was recorded."),
+    (E.InvalidEntry, 422, "The request is malformed; nothing was recorded."),
+    (E.ExecutionMismatch, 409, "Executed args differ from the approved ones."),
+    (E.LogNotFound, 503, "The store has no log yet."),
+]
+
+
+def classify(exc: Exception) -> tuple[int, str]:
+    """(HTTP status, short human summary) for a domain error."""
+    for cls, status, summary in STATUS:
+        if isinstance(exc, cls):
+            return status, summary
+    return 500, "The audit store refused the request."
+
+
+def problem(exc: Exception) -> dict[str, object]:
+    status, summary = classify(exc)
+    body: dict[str, object] = {
+        "detail": str(exc),
+        "summary": summary,
+        "error": type(exc).__name__,
+        "recorded": False,
+    }
+    if isinstance(exc, E.ReviewClosed):
+        body["status"] = exc.status
+    if isinstance(exc, E.SchemaViolation):
+        body["parameter"] = exc.parameter
+    return body

@@ -1,0 +1,73 @@
+"""Small presentation helpers for templates (Jinja2 filters). Output is escaped by the
+template's autoescape; none of these return Markup."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def iso(value: datetime | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def ago(value: datetime | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    s = int((datetime.now(UTC) - value).total_seconds())
+    return human(s)
+
+
+def human(s: int) -> str:
+    neg = s < 0
+    s = abs(s)
+    if s < 60:
+        out = f"{s}s"
+    elif s < 3600:
+        out = f"{s // 60}m"
+    elif s < 86400:
+        out = f"{s // 3600}h {s % 3600 // 60}m"
+    else:
+        out = f"{s // 86400}d {s % 86400 // 3600}h"
+    return f"-{out}" if neg else out
+
+
+def left(value: datetime | None) -> str:
+    if value is None:
+        return "no deadline"
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    s = int((value - datetime.now(UTC)).total_seconds())
+    return "expired" if s <= 0 else human(s) + " left"
+
+
+def short(value: str | None, n: int = 8) -> str:
+    if not value:
+        return ""
+    if ":" in value and value.startswith("sha256:"):
+        return value[7 : 7 + n]
+    return value[:n]
+
+
+def who(actor: str | None) -> str:
+    if not actor:
+        return ""
+    return actor.split(":", 1)[1] if actor.startswith("human:") else actor
+
+
+FILTERS: dict[str, Any] = {"pretty": pretty, "iso": iso, "ago": ago, "left": left, "short": short, "who": who}

@@ -1,0 +1,205 @@
+"""The log page's verification badge: "verified up to seq N".
+
+The desk keeps the verifier's state between requests (the last verified hash and the
+compact range of the Merkle tree, RFC 9162 §2.1), so each request only reads entries
+appended since the last one. The latest signed checkpoint's root is checked against the
+verified prefix, directly when the sizes meet, else through a consistency proof
+(RFC 9162 §2.1.4.2) checked here against the root the desk computed itself.
+
+This checks the hash chain and the Merkle roots. The lifecycle rules are checked by the
+full offline ``audit verify``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("desk.verify")
+
+ZERO = "sha256:" + "0" * 64
+
+
+def leaf_hash(raw: bytes) -> bytes:
+    """RFC 9162 §2.1.1: MTH({d}) = SHA-256(0x00 || d)."""
+    return hashlib.sha256(b"\x00" + raw).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """RFC 9162 §2.1.1: SHA-256(0x01 || MTH(left) || MTH(right))."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _hex(h: bytes) -> str:
+    return "sha256:" + h.hex()
+
+
+def _bytes(h: Any) -> bytes:
+    if isinstance(h, bytes):
+        return h
+    s = str(h)
+    return bytes.fromhex(s.split(":", 1)[1] if ":" in s else s)
+
+
+class CompactRange:
+    """Roots of the perfect subtrees along the right edge; O(log n) per append."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.stack: list[tuple[int, bytes]] = []  # (height, hash)
+
+    def append(self, leaf: bytes) -> None:
+        h, node = 0, leaf
+        while self.stack and self.stack[-1][0] == h:
+            _, left = self.stack.pop()
+            node = node_hash(left, node)
+            h += 1
+        self.stack.append((h, node))
+        self.size += 1
+
+    def root(self) -> bytes:
+        if not self.stack:
+            return hashlib.sha256(b"").digest()
+        node = self.stack[-1][1]
+        for _, left in reversed(self.stack[:-1]):
+            node = node_hash(left, node)
+        return node
+
+
+def verify_consistency(first: int, second: int, first_hash: bytes, second_hash: bytes, proof: list[bytes]) -> bool:
+    """RFC 9162 §2.1.4.2."""
+    if first > second:
+        return False
+    if first == second:
+        return not proof and first_hash == second_hash
+    if first == 0:
+        return not proof
+    if not proof:
+        return False
+    if first & (first - 1) == 0:
+        proof = [first_hash, *proof]
+    fn, sn = first - 1, second - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = proof[0]
+    for c in proof[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while not fn & 1 and fn != 0:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and fr == first_hash and sr == second_hash
+
+
+@dataclass(frozen=True)
+class Status:
+    ok: bool
+    verified_upto: int | None
+    size: int
+    checkpoint_size: int | None
+    error: str | None
+
+
+def _cp_fields(cp: Any) -> tuple[int, bytes] | None:
+    if cp is None:
+        return None
+    size = getattr(cp, "size", None)
+    root = getattr(cp, "root", None)
+    if size is None and hasattr(cp, "to_json"):
+        j = cp.to_json()
+        size, root = j.get("size"), j.get("root")
+    if size is None or root is None:
+        return None
+    return int(size), _bytes(root)
+
+
+class IncrementalVerifier:
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.range = CompactRange()
+        self.last = ZERO
+        self.error: str | None = None
+        self.checkpoint_size: int | None = None
+        self._checked_cp: tuple[int, bytes] | None = None
+        self._lock = threading.Lock()
+
+    def status(self) -> Status:
+        with self._lock:
+            if self.error is None:
+                self._advance()
+            n = self.range.size
+            return Status(
+                ok=self.error is None,
+                verified_upto=(n - 1) if n else None,
+                size=n,
+                checkpoint_size=self.checkpoint_size,
+                error=self.error,
+            )
+
+    def warm(self) -> None:
+        """Verify what is there now, off the request path; a failure here is logged, not raised."""
+        try:
+            self.status()
+        except Exception:  # noqa: BLE001 - the next request retries and reports
+            log.exception("verification warm-up failed")
+
+    def _fail(self, seq: int | None, what: str) -> None:
+        self.error = f"seq {seq}: {what}" if seq is not None else what
+        raise _Stop
+
+    def _advance(self) -> None:
+        try:
+            cp = _cp_fields(self.store.latest_checkpoint())
+            size = self.store.size()
+            for seq, stored, raw in self.store.iter_raw(self.range.size, size):
+                n = self.range.size
+                if seq != n:
+                    self._fail(n, f"expected seq {n}, found {seq}")
+                h = leaf_hash(raw)
+                if stored != _hex(h):
+                    self._fail(seq, f"hash: stored {stored}, but the entry's bytes hash to {_hex(h)}")
+                try:
+                    parsed = json.loads(raw)
+                except ValueError:
+                    self._fail(seq, "stored bytes are not JSON")
+                if parsed.get("seq") != seq:
+                    self._fail(seq, f"the entry's bytes say seq {parsed.get('seq')}")
+                if parsed.get("prev") != self.last:
+                    self._fail(seq, f"prev: expected {self.last}, found {parsed.get('prev')}")
+                self.range.append(h)
+                self.last = stored
+                if cp is not None and cp[0] == self.range.size:
+                    self._check_cp(cp, direct=True)
+            if cp is not None and cp != self._checked_cp and cp[0] <= self.range.size:
+                self._check_cp(cp, direct=cp[0] == self.range.size)
+        except _Stop:
+            pass
+
+    def _check_cp(self, cp: tuple[int, bytes], direct: bool) -> None:
+        size, root = cp
+        if direct:
+            if self.range.root() != root:
+                self._fail(size - 1, f"checkpoint root at size {size} does not match the entries")
+        else:
+            proof = [_bytes(p) for p in self.store.consistency_proof(size, self.range.size)]
+            if not verify_consistency(size, self.range.size, root, self.range.root(), proof):
+                self._fail(None, f"checkpoint at size {size} is not consistent with the log")
+        self._checked_cp = cp
+        self.checkpoint_size = size
+
+
+class _Stop(Exception):
+    pass

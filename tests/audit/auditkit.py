@@ -1,0 +1,575 @@
+"""Helpers shared by the audit tests: calls, a settable clock, raw database access, and an
+attacker's tools (edit rows, forge an entry, rewrite and re-link the chain).
+
+Everything here works on the real database with plain ``sqlite3`` / ``psycopg``; nothing
+stands in for an ``audit`` component. Entries an attacker writes are built with
+``audit.entry.build`` so they are exactly what the library itself would write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # when pytest is not run as ``python -m pytest``
+    sys.path.insert(0, str(ROOT))
+
+from audit import merkle  # noqa: E402
+from audit.canonical import canonical  # noqa: E402
+from audit.entry import Entry, build, format_hash, format_time  # noqa: E402
+from audit.reviews import CallSpec  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PG_BASE = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+ALICE = "human:alice@example.org"  # teller, every tool
+BOB = "human:bob@example.org"  # intern, lookup* only
+CAROL = "human:carol@example.org"  # enrolled, then disabled
+MALLORY = "human:mallory@example.org"  # never enrolled
+AGENT = "agent:teller"
+WORKER = "agent:worker"
+
+TRANSFER_SCHEMA: dict[str, Any] = {
+    "type": "OBJECT",
+    "properties": {
+        "amount": {"type": "INTEGER"},
+        "to": {"type": "STRING"},
+        "memo": {"type": "STRING", "nullable": True},
+    },
+    "required": ["amount", "to"],
+}
+
+PROJECTIONS = ("signoff_review", "signoff_frontier", "signoff_reviewer", "signoff_key")
+
+
+class FakeClock:
+    """A settable UTC clock for ``Store(clock=...)``; every reading moves it on by 1 ms."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            self._now += timedelta(milliseconds=1)
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+
+    def peek(self) -> datetime:
+        return self._now
+
+
+def call(
+    confirmation_id: str = "conf-1",
+    *,
+    tool: str = "transfer",
+    args: dict[str, Any] | None = None,
+    session: str = "sess-1",
+    invocation: str = "inv-1",
+    **extra: Any,
+) -> CallSpec:
+    """One paused tool call as the bridge would hand it over."""
+    return CallSpec(
+        app="bank",
+        user="user-1",
+        session=session,
+        invocation=invocation,
+        confirmation_id=confirmation_id,
+        call_id="call-" + confirmation_id,
+        tool=tool,
+        args={"amount": 100, "to": "bob"} if args is None else args,
+        **extra,
+    )
+
+
+def backend_of(url: str) -> str:
+    return "sqlite" if url.startswith("sqlite") else "postgresql"
+
+
+def sqlite_path(url: str) -> str:
+    assert url.startswith("sqlite:///"), url
+    return url[len("sqlite:///") :]
+
+
+def pg_schema(url: str) -> str:
+    """The schema a ``pg_url`` fixture URL points at (its ``options=-csearch_path=...``)."""
+    options = parse_qs(urlsplit(url).query).get("options", [""])[0]
+    options = unquote(options)
+    assert options.startswith("-csearch_path="), url
+    return options[len("-csearch_path=") :]
+
+
+class Db:
+    """A raw connection to the store's database, as an attacker (or an auditor) has it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.backend = backend_of(url)
+        if self.backend == "sqlite":
+            self.conn: Any = sqlite3.connect(sqlite_path(url), timeout=30)
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(url)
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.backend == "sqlite" else sql.replace("?", "%s")
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(self._sql(sql), tuple(params))
+        out = [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in cur.fetchall()]
+        self.conn.commit()
+        return out
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...]:
+        found = self.rows(sql, params)
+        assert len(found) == 1, (sql, found)
+        return found[0]
+
+    def run(self, *statements: tuple[str, Sequence[Any]] | str) -> None:
+        """Execute statements in one transaction and commit."""
+        for item in statements:
+            sql, params = (item, ()) if isinstance(item, str) else item
+            self.conn.execute(self._sql(sql), tuple(params))
+        self.conn.commit()
+
+    def columns(self, table: str) -> list[str]:
+        cur = self.conn.execute(f"SELECT * FROM {table} WHERE 1 = 0")
+        names = [d[0] for d in cur.description]
+        cur.fetchall()
+        self.conn.commit()
+        return names
+
+    def has_table(self, table: str) -> bool:
+        return table in self.tables()
+
+    def tables(self) -> list[str]:
+        if self.backend == "sqlite":
+            found = self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
+        else:
+            found = self.rows("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
+        return sorted(str(name) for (name,) in found if str(name).startswith("signoff_"))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Db:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- reading the log ---------------------------------------------------------------
+
+    def log_id(self) -> str:
+        return str(self.one("SELECT id FROM signoff_log")[0])
+
+    def entries(self, start: int = 0) -> list[tuple[int, str, bytes]]:
+        return [
+            (int(s), str(h), bytes(r))
+            for s, h, r in self.rows("SELECT seq, hash, raw FROM signoff_entry WHERE seq >= ? ORDER BY seq", (start,))
+        ]
+
+    def raw(self, seq: int) -> bytes:
+        return bytes(self.one("SELECT raw FROM signoff_entry WHERE seq = ?", (seq,))[0])
+
+    def entry_json(self, seq: int) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.raw(seq))
+        return data
+
+
+def snapshot(url: str) -> dict[str, Any]:
+    """Every row of every table except the (large) entry bytes: to prove 'nothing written'."""
+    out: dict[str, Any] = {}
+    with Db(url) as db:
+        for table in db.tables():
+            rows = db.rows(f"SELECT * FROM {table}")
+            out[table] = sorted(rows, key=repr)
+    return out
+
+
+def leaf(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(b"\x00" + raw).hexdigest()
+
+
+def _entry_nodes(hashes: Sequence[str]) -> list[list[tuple[int, int, bytes]]]:
+    """For each leaf, the perfect Merkle nodes its append completed (RFC 9162 §2.1)."""
+    compact = merkle.CompactRange()
+    return [compact.append(bytes.fromhex(digest[7:])) for digest in hashes]
+
+
+def rebuild_tree(db: Db, hashes: Sequence[str], extra: Sequence[tuple[str, Sequence[Any]]] = ()) -> None:
+    """Recompute every stored Merkle node (and a head row, where the schema has one) from the
+    entry ``hashes``, as a careful forger would, then run ``extra`` in the same transaction.
+
+    Works on the store's schema as it is: nodes kept with the entry that completed them
+    (``signoff_entry.nodes``) or in a ``signoff_node`` table; a head in ``signoff_log``."""
+    log_id = db.log_id()
+    completed = _entry_nodes(hashes)
+    statements: list[tuple[str, Sequence[Any]]] = list(extra)
+    if "nodes" in db.columns("signoff_entry"):
+        statements += [
+            ("UPDATE signoff_entry SET nodes = ? WHERE seq = ?", (b"".join(h for _l, _i, h in nodes), seq))
+            for seq, nodes in enumerate(completed)
+        ]
+    if db.has_table("signoff_node"):
+        statements.append(("DELETE FROM signoff_node WHERE log = ?", (log_id,)))
+        statements += [
+            ("INSERT INTO signoff_node (log, level, idx, hash) VALUES (?, ?, ?, ?)", (log_id, level, idx, digest))
+            for nodes in completed
+            for level, idx, digest in nodes
+        ]
+    log_columns = db.columns("signoff_log")
+    if "head" in log_columns:
+        compact = merkle.CompactRange()
+        for digest in hashes:
+            compact.append(bytes.fromhex(digest[7:]))
+        values: dict[str, Any] = {"size": len(hashes), "head": hashes[-1]}
+        if "compact" in log_columns:
+            values["compact"] = json.dumps([h.hex() for h in compact.hashes])
+        sets = ", ".join(f"{name} = ?" for name in values)
+        statements.append((f"UPDATE signoff_log SET {sets} WHERE id = ?", (*values.values(), log_id)))
+    db.run(*statements)
+
+
+def relink(db: Db, seq: int, mutate: Callable[[dict[str, Any]], None], *, drop_checkpoints: bool = True) -> None:
+    """Rewrite entry ``seq`` with ``mutate`` and re-link every later entry: new canonical bytes,
+    hashes and ``prev`` links, every Merkle node (and head row). Signatures are left as they
+    are (a forger cannot make new ones). Stored checkpoints are dropped, as a forger would."""
+    rows = db.entries()
+    hashes = [h for _s, h, _r in rows]
+    statements: list[tuple[str, Sequence[Any]]] = []
+    prev = hashes[seq - 1] if seq > 0 else "sha256:" + "0" * 64
+    for s, _h, raw in rows[seq:]:
+        data = json.loads(raw)
+        if s == seq:
+            mutate(data)
+        data["prev"] = prev
+        new_raw = canonical(data)
+        new_hash = leaf(new_raw)
+        hashes[s] = new_hash
+        statements.append(("UPDATE signoff_entry SET raw = ?, hash = ? WHERE seq = ?", (new_raw, new_hash, s)))
+        prev = new_hash
+    if drop_checkpoints:
+        statements.append(("DELETE FROM signoff_checkpoint", ()))
+    rebuild_tree(db, hashes, statements)
+
+
+def _subject(body: dict[str, Any]) -> str | None:
+    for name in ("review", "frontier", "reviewer", "actor"):
+        value = body.get(name)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def forge_append(
+    db: Db,
+    actor: str,
+    kind: str,
+    body: Any,
+    *,
+    at: str | None = None,
+    sig: dict[str, str] | None = None,
+    override: dict[str, Any] | None = None,
+) -> Entry:
+    """Append an entry straight into the database, well linked and hashed, bypassing every rule.
+
+    ``override`` replaces or adds record fields after the fact (``None`` removes one), for
+    entries that ``audit.entry.build`` itself would refuse to make."""
+    log_id = db.log_id()
+    rows = db.entries()
+    hashes = [h for _s, h, _r in rows]
+    last_at = json.loads(rows[-1][2])["at"]
+    when = at or format_time(
+        datetime.strptime(last_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) + timedelta(milliseconds=1)
+    )
+    if override is None:
+        item = build(log=log_id, seq=len(rows), prev=hashes[-1], at=when, actor=actor, kind=kind, body=body, sig=sig)
+    else:
+        data: dict[str, Any] = {
+            "v": 1,
+            "log": log_id,
+            "seq": len(rows),
+            "prev": hashes[-1],
+            "at": when,
+            "actor": actor,
+            "kind": kind,
+            "body": body,
+        }
+        if sig is not None:
+            data["sig"] = sig
+        for name, value in override.items():
+            if value is None:
+                data.pop(name, None)
+            else:
+                data[name] = value
+        raw = canonical(data)
+        item = Entry(
+            len(rows),
+            log_id,
+            hashes[-1],
+            when,
+            actor,
+            kind,
+            body if isinstance(body, dict) else {},
+            sig,
+            raw,
+            leaf(raw),
+        )
+    values: dict[str, Any] = {
+        "log": log_id,
+        "seq": item.seq,
+        "hash": item.hash,
+        "kind": kind,
+        "actor": actor,
+        "raw": item.raw,
+    }
+    columns = db.columns("signoff_entry")
+    if "subject" in columns:
+        values["subject"] = _subject(body) if isinstance(body, dict) else None
+    if "review" in columns:
+        values["review"] = item.review
+    if "nodes" in columns:
+        values["nodes"] = b""  # rebuilt below
+    names = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    db.run((f"INSERT INTO signoff_entry ({names}) VALUES ({marks})", tuple(values.values())))
+    rebuild_tree(db, [*hashes, item.hash])
+    return item
+
+
+def truncate(db: Db, size: int) -> None:
+    """Remove every entry from ``size`` on and make the tree consistent again (undoes a forgery)."""
+    hashes = [h for _s, h, _r in db.entries()][:size]
+    rebuild_tree(db, hashes, [("DELETE FROM signoff_entry WHERE seq >= ?", (size,))])
+
+
+def hash_hex(h: bytes) -> str:
+    return format_hash(h)
+
+
+# -- subprocesses --------------------------------------------------------------------
+
+
+def python_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("SIGNOFF_STORE", None)
+    env.pop("SIGNOFF_KEY", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
+
+
+def cli_argv(url: str | None, key: str | Path | None, *args: str) -> list[str]:
+    argv = [sys.executable, "-m", "audit.cli"]
+    if url is not None:
+        argv += ["--store", url]
+    if key is not None:
+        argv += ["--key", str(key)]
+    return argv + list(args)
+
+
+def run_cli(
+    url: str | None, key: str | Path | None, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m audit.cli`` in a real subprocess."""
+    return subprocess.run(
+        cli_argv(url, key, *args), capture_output=True, text=True, env=python_env(), cwd=cwd or ROOT, timeout=120
+    )
+
+
+def run_cli_many(
+    jobs: Sequence[list[str]], *, cwd: Path | None = None, parallel: int = 3
+) -> list[subprocess.CompletedProcess[str]]:
+    """Run several ``audit`` command lines as subprocesses, a few at a time (2 shared cores)."""
+    results: list[subprocess.CompletedProcess[str] | None] = [None] * len(jobs)
+    running: list[tuple[int, subprocess.Popen[str]]] = []
+    queue = list(enumerate(jobs))
+    while queue or running:
+        while queue and len(running) < parallel:
+            index, argv = queue.pop(0)
+            proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=python_env(), cwd=cwd or ROOT
+            )
+            running.append((index, proc))
+        index, proc = running.pop(0)
+        out, err = proc.communicate(timeout=120)
+        results[index] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return [r for r in results if r is not None]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.01) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+class Case:
+    """A private copy of the pristine log at ``url``, with raw access for tampering."""
+
+    def __init__(self, url: str, key: Path, meta: dict[str, Any], tmp: Path) -> None:
+        self.url = url
+        self.key = key
+        self.meta = meta
+        self.tmp = tmp
+        self.backend = backend_of(url)
+
+    def db(self) -> Db:
+        return Db(self.url)
+
+    def kept(self, which: str = "kept_end") -> Path:
+        """The checkpoint the auditor kept, as a file."""
+        import json
+
+        path = self.tmp / f"{which}.json"
+        path.write_text(json.dumps(self.meta[which], indent=2), encoding="utf-8")
+        return path
+
+    def open(self) -> Any:
+        from audit import open_store
+
+        return open_store(self.url)
+
+    @property
+    def store(self) -> Any:
+        """One store kept open for the test (closed by the fixture)."""
+        if getattr(self, "_store", None) is None:
+            self._store = self.open()
+        return self._store
+
+    def close(self) -> None:
+        if getattr(self, "_store", None) is not None:
+            self._store.close()
+            self._store = None
+
+
+# -- a pristine log with every kind of entry, built once per backend and cloned per test -----
+
+
+def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
+    """A small log that holds every entry kind, signed service entries, a signed human
+    decision, a pending review, an approved-but-not-run review, two stored checkpoints and two
+    checkpoints an auditor kept. Returns what the tests need to know about it.
+
+    seq  kind                  actor        notes
+    0    key.enrolled          log:         signed by the log key
+    1    reviewer.enrolled     service      alice (teller, *), with her key; signed
+    2    reviewer.enrolled     service      bob (intern, lookup*); signed
+    3,4  review.opened x2      agent        frontier F1: r1 transfer, r2 lookup_account
+    5    review.approved       alice        r1, signed by alice's own key
+    6    review.edited         bob          r2, unsigned (bob has no key)
+    7    run.resumed           agent        F1
+    8,9  tool.executed         agent        r1, r2
+    10   review.opened         agent        F2: r3 (deadline)
+    11   review.rejected       alice        r3, signed by alice
+    12   run.resumed           agent        F2                  -> stored checkpoint, size 13
+    13   review.opened         agent        F3: r4, deadline 60 s
+    14   review.expired        service      r4; signed
+    15   review.opened         agent        F4: r5
+    16   review.withdrawn      agent        r5
+    17   reviewer.disabled     service      bob; signed
+    18   review.opened         agent        F5: r6 stays pending (deadline 1 h)
+    19   review.opened         agent        F6: r7
+    20   review.approved       alice        r7, signed, never executed -> stored + kept checkpoint, size 21
+    21-23 key.enrolled         service      keys of three agents; signed -> kept checkpoint, size 24
+    """
+    from audit import Policy, ReviewService, Signer, open_store
+    from audit.entry import statement
+    from audit.keys import read_private_key
+
+    clock = FakeClock()
+    store = open_store(url, clock=clock)
+    try:
+        store.init_log(key_path)
+        log_signer = read_private_key(key_path)
+        svc = ReviewService(store, signer=log_signer)
+        alice_key = Signer.generate()
+        svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice_key.public)
+        svc.enroll_reviewer(BOB, roles=["intern"], tools=["lookup*"])
+        f1 = svc.open_frontier(
+            [
+                call("c1", args={"amount": 250, "to": "carol"}, tool_schema=TRANSFER_SCHEMA),
+                call("c2", tool="lookup_account", args={"account": "ACC-1"}),
+            ],
+            actor=AGENT,
+        )
+        r1, r2 = (r.id for r in f1.reviews)
+        approve_body = {"review": r1, "args_digest": f1.reviews[0].args_digest, "rationale": "known payee"}
+        svc.approve(
+            r1,
+            reviewer=ALICE,
+            rationale="known payee",
+            sig=alice_key.sign(statement("review.approved", ALICE, approve_body)),
+        )
+        svc.edit(r2, reviewer=BOB, patch=[{"op": "replace", "path": "/account", "value": "ACC-2"}], rationale="typo")
+        svc.claim_resume(f1.id, actor=AGENT)
+        svc.record_execution(r1, actor=AGENT, args={"amount": 250, "to": "carol"})
+        svc.record_execution(r2, actor=AGENT, args={"account": "ACC-2"})
+        f2 = svc.open_frontier(
+            [call("c3", args={"amount": 9000, "to": "mallory"})], actor=AGENT, policies=Policy(deadline_seconds=600)
+        )
+        r3 = f2.reviews[0].id
+        svc.reject(
+            r3,
+            reviewer=ALICE,
+            reason="payee on a watch list",
+            sig=alice_key.sign(statement("review.rejected", ALICE, {"review": r3, "reason": "payee on a watch list"})),
+        )
+        svc.claim_resume(f2.id, actor=AGENT)
+        store.checkpoint(log_signer)  # stored, size 13
+        f3 = svc.open_frontier([call("c4")], actor=AGENT, policies=Policy(deadline_seconds=60))
+        r4 = f3.reviews[0].id
+        clock.advance(120)
+        assert [r.id for r in svc.expire_due()] == [r4]
+        f4 = svc.open_frontier([call("c5")], actor=AGENT)
+        r5 = f4.reviews[0].id
+        svc.withdraw(r5, actor=AGENT, reason="run cancelled")
+        svc.disable_reviewer(BOB, reason="left the team")
+        f5 = svc.open_frontier(
+            [call("c6", args={"amount": 5, "to": "dave"})], actor=AGENT, policies=Policy(deadline_seconds=3600)
+        )
+        r6 = f5.reviews[0].id
+        f6 = svc.open_frontier([call("c7", args={"amount": 7, "to": "erin"})], actor=AGENT)
+        r7 = f6.reviews[0].id
+        r7_body = {"review": r7, "args_digest": f6.reviews[0].args_digest, "rationale": ""}
+        svc.approve(r7, reviewer=ALICE, sig=alice_key.sign(statement("review.approved", ALICE, r7_body)))
+        kept_mid = store.checkpoint(log_signer)  # stored too, size 21
+        for n in range(3):
+            svc.enroll_key(f"agent:tail-{n}", Signer.generate().public)
+        kept_end = store.checkpoint(log_signer)
+        # the auditor keeps kept_end; it is not left in the store (the forger would drop it anyway)
+        size = store.size()
+    finally:
+        store.close()
+    with Db(url) as db:
+        db.run(("DELETE FROM signoff_checkpoint WHERE size = ?", (size,)))
+    assert size == 24, size
+    return {
+        "size": size,
+        "log_public_key": log_signer.public,
+        "reviews": {"r1": r1, "r2": r2, "r3": r3, "r4": r4, "r5": r5, "r6": r6, "r7": r7},
+        "frontiers": {"F1": f1.id, "F2": f2.id, "F3": f3.id, "F4": f4.id, "F5": f5.id, "F6": f6.id},
+        "kept_mid": kept_mid.to_json(),
+        "kept_end": kept_end.to_json(),
+        "stored_checkpoints": [13, 21],
+    }

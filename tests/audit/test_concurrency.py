@@ -1,0 +1,140 @@
+"""Concurrency on both backends: 4 processes x 8 threads append at once (single and group
+commits), then race to decide one review and to claim one resume. The chain never forks,
+never has a gap, and every append that returned is in the log with the hash it returned."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from auditkit import AGENT, ALICE, FIXTURES, FakeClock, call, python_env
+
+from audit import Policy, ReviewClosed, ReviewService, Store, open_store
+from audit.verify import verify_store
+
+PROCESSES, THREADS, SINGLES, BATCHES = 4, 8, 3, 1  # per thread: 3 single appends and 1 batch of 3
+
+
+@pytest.mark.slow
+def test_processes_and_threads_appending_at_once(svc: ReviewService, store: Store, store_url: str) -> None:
+    race = svc.open_frontier([call("race")], actor=AGENT).reviews[0]
+    decided = svc.open_frontier([call("resume-race")], actor=AGENT)
+    svc.approve(decided.reviews[0].id, reviewer=ALICE)
+    size_before = store.size()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(FIXTURES / "appender.py"),
+                store_url,
+                str(i),
+                str(THREADS),
+                str(SINGLES),
+                str(BATCHES),
+                race.id,
+                decided.id,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=python_env(),
+        )
+        for i in range(PROCESSES)
+    ]
+    outputs: list[dict[str, Any]] = []
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.strip() == "ready", proc.stderr.read() if proc.stderr else line
+        for proc in procs:  # all four are connected and waiting: start them together
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err
+            outputs.append(json.loads(out))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    errors = [e for out in outputs for e in out["errors"]]
+    assert not errors, "\n".join(errors)
+
+    appended = [(int(seq), str(digest)) for out in outputs for seq, digest in out["appended"]]
+    per_thread = SINGLES + BATCHES * 3
+    assert len(appended) == PROCESSES * THREADS * per_thread
+    assert len({seq for seq, _h in appended}) == len(appended), "two appends returned the same seq: a fork"
+    stored = {seq: digest for seq, digest, _raw in store.iter_raw()}
+    for seq, digest in appended:
+        assert stored.get(seq) == digest, f"append at seq {seq} returned {digest} but the log holds {stored.get(seq)}"
+    # every entry is accounted for: the appends, one decision and one resume; no gap
+    assert store.size() == size_before + len(appended) + 2
+    assert sorted(stored) == list(range(store.size()))
+    decisions = [d for out in outputs for d in out["decisions"]]
+    resumes = [r for out in outputs for r in out["resumes"]]
+    assert decisions.count("won") == 1 and decisions.count("closed") == PROCESSES * THREADS - 1
+    assert resumes.count("won") == 1 and resumes.count("already") == PROCESSES * THREADS - 1
+    assert len([e for e in store.entries(review=race.id)]) == 2  # opened + exactly one outcome
+    assert len([e for e in store.entries(kind="run.resumed") if e.body["frontier"] == decided.id]) == 1
+    report = verify_store(store)
+    assert report.ok, report.failure
+
+
+@pytest.mark.slow
+def test_expiry_and_a_late_decision_cannot_both_happen(
+    svc: ReviewService, store: Store, store_url: str, clock: FakeClock
+) -> None:
+    """A reviewer (whose clock reads just before the deadline) and the expiry service (just
+    after) race; whichever commits first wins and the other is refused (rule 4)."""
+    reviews = [
+        svc.open_frontier([call(f"dl{n}")], actor=AGENT, policies=Policy(deadline_seconds=60)).reviews[0]
+        for n in range(6)
+    ]
+    assert all(r.deadline is not None for r in reviews)
+    before = FakeClock(reviews[-1].deadline - timedelta(seconds=1))  # type: ignore[operator]
+    after = FakeClock(reviews[-1].deadline + timedelta(seconds=1))  # type: ignore[operator]
+    reviewer_store, expiry_store = open_store(store_url, clock=before), open_store(store_url, clock=after)
+    try:
+        reviewer_svc, expiry_svc = ReviewService(reviewer_store), ReviewService(expiry_store)
+        # the earlier reviews are also due for the expirer; only the last is a fair race
+        target = reviews[-1]
+        barrier = threading.Barrier(2)
+        outcome: dict[str, Any] = {}
+
+        def approve() -> None:
+            barrier.wait()
+            try:
+                reviewer_svc.approve(target.id, reviewer=ALICE)
+                outcome["approve"] = "won"
+            except ReviewClosed as exc:
+                outcome["approve"] = exc.status
+
+        def expire() -> None:
+            barrier.wait()
+            outcome["expired"] = [r.id for r in expiry_svc.expire_due()]
+
+        threads = [threading.Thread(target=approve), threading.Thread(target=expire)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        reviewer_store.close()
+        expiry_store.close()
+    final = svc.get(target.id)
+    if outcome["approve"] == "won":
+        assert final.status == "approved" and target.id not in outcome["expired"]
+    else:
+        assert outcome["approve"] == "expired" and final.status == "expired" and target.id in outcome["expired"]
+    outcomes = [e.kind for e in store.entries(review=target.id)]
+    assert len(outcomes) == 2, outcomes
+    report = verify_store(store)
+    assert report.ok, report.failure

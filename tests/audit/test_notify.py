@@ -1,0 +1,146 @@
+"""Wake-ups when the log grows: in this process at once, from other connections (SQLite
+``PRAGMA data_version``, PostgreSQL ``LISTEN/NOTIFY``) within milliseconds, never for a write
+that was refused, and with no fixed slow poll."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from auditkit import AGENT, ALICE, call
+
+from audit import ReviewClosed, ReviewService, Signer, Store, open_store
+from audit.notify import ChangeFeed
+
+
+def _append(store: Store, n: int = 0) -> int:
+    return store.append(
+        "service:t", "key.enrolled", {"actor": f"agent:n{n}", "key": Signer.generate().public, "alg": "Ed25519"}
+    ).seq
+
+
+def test_change_feed_wakes_waiters_at_once() -> None:
+    feed = ChangeFeed(None)
+    seen = feed.version
+    woke: list[float] = []
+
+    def wait() -> None:
+        feed.wait(seen, 5)
+        woke.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.1)
+    bumped = time.monotonic()
+    feed.bump()
+    waiter.join(2)
+    assert woke and woke[0] - bumped < 0.05
+    assert feed.wait(seen, 5) == seen + 1  # already changed: no waiting at all
+    started = time.monotonic()
+    assert feed.wait(feed.version, 0.2) == seen + 1
+    assert 0.15 < time.monotonic() - started < 1.0
+
+
+def _latency_from_another_store(store: Store, store_url: str) -> float:
+    other = open_store(store_url)
+    try:
+        other.info()
+        size = store.size()
+        committed: list[float] = []
+
+        def write() -> None:
+            time.sleep(0.25)
+            _append(other, 1)
+            committed.append(time.monotonic())
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        assert store.wait_for_change(size, timeout=10) == size + 1
+        woke = time.monotonic()
+        writer.join()
+        return woke - committed[0]
+    finally:
+        other.close()
+
+
+def test_wait_for_change_wakes_for_another_connections_commit(store: Store, store_url: str) -> None:
+    latencies = [_latency_from_another_store(store, store_url) for _ in range(3)]
+    assert max(latencies) < 0.5, latencies
+    assert min(latencies) < 0.1, latencies  # milliseconds, not a slow poll
+
+
+def test_wait_for_change_in_the_same_store_is_immediate(store: Store) -> None:
+    size = store.size()
+    committed: list[float] = []
+
+    def write() -> None:
+        time.sleep(0.2)
+        _append(store)
+        committed.append(time.monotonic())
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert store.wait_for_change(size, timeout=10) == size + 1
+    woke = time.monotonic()
+    writer.join()
+    assert woke - committed[0] < 0.05
+
+
+def test_a_refused_operation_wakes_nobody(store: Store, store_url: str) -> None:
+    svc = ReviewService(store)
+    svc.enroll_reviewer(ALICE, roles=["teller"])
+    review = svc.open_frontier([call("n1")], actor=AGENT).reviews[0]
+    svc.approve(review.id, reviewer=ALICE)
+    size = store.size()
+    watcher = open_store(store_url)
+    try:
+        result: list[int] = []
+        waiter = threading.Thread(target=lambda: result.append(watcher.wait_for_change(size, timeout=0.6)))
+        waiter.start()
+        time.sleep(0.1)
+        with pytest.raises(ReviewClosed):
+            svc.approve(review.id, reviewer=ALICE)
+        waiter.join(5)
+        assert result == [size]
+    finally:
+        watcher.close()
+
+
+def test_close_stops_the_watcher(store: Store, store_url: str) -> None:
+    other = open_store(store_url)
+    other.info()
+    other.wait_for_change(other.size(), timeout=0.05)  # starts the watcher (if the backend has one)
+    thread = getattr(other.feed, "_thread", None)
+    other.close()
+    if thread is not None:
+        thread.join(3)
+        assert not thread.is_alive()
+
+
+def test_first_wait_sees_a_commit_that_landed_just_before_it(store: Store, store_url: str, request: Any) -> None:
+    """``wait_for_decision`` reads the feed's version, checks the review, then waits. A commit
+    from another process that lands between the check and the wait must still wake it, also
+    on the store's very first wait (when the watcher starts)."""
+    if store_url.startswith("sqlite"):
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="audit/notify.py sqlite_watcher reads its first PRAGMA data_version when its "
+                "thread starts (inside the first wait), so a commit that landed after the waiter "
+                "read the version but before the thread started is never seen: the first "
+                "wait_for_decision sleeps to its timeout. Fix: read the baseline when the Store "
+                "is made, or bump once after the first read (as postgres_watcher does after LISTEN)",
+            )
+        )
+    waiter = open_store(store_url)
+    try:
+        waiter.info()
+        seen = waiter.feed.version  # the waiter has looked at the log ...
+        _append(store)  # ... another process commits ...
+        started = time.monotonic()
+        waiter.feed.wait(seen, 1.5)  # ... and only now does the waiter go to sleep
+        assert time.monotonic() - started < 0.5
+    finally:
+        waiter.close()

@@ -1,0 +1,104 @@
+"""The resumer on SQLite and PostgreSQL: push wake-ups, deadlines, and racing workers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from _support import REVIEWER, Harness, runs, single_agent, transfer_script
+from conftest import assert_bound
+
+import bridge
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _until(predicate: object, timeout: float) -> float:
+    start = time.monotonic()
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not within {timeout}s")
+        await asyncio.sleep(0.005)
+    return time.monotonic() - start
+
+
+async def test_serve_wakes_on_decision(store_url: str, runs_file: Path, tmp_path: Path) -> None:
+    signoff = bridge.Signoff(store_url)
+    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+    stop = asyncio.Event()
+    # max_wait is long: a resume within a second can only come from the push wake-up.
+    server = asyncio.create_task(signoff.resumer(h.runner, max_wait=30).serve(stop=stop))
+    await h.start()
+    [review] = signoff.reviews.pending()
+    await asyncio.sleep(0.2)  # the server is asleep in wait_for_change
+    await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER)
+    took = await _until(lambda: len(runs(runs_file)) == 1, timeout=5)
+    assert took < 1.0
+    stop.set()
+    signoff.store.feed.bump()
+    await asyncio.wait_for(server, 10)
+    assert_bound(signoff.store)
+    signoff.close()
+
+
+async def test_serve_expires_at_deadline(store_url: str, runs_file: Path, tmp_path: Path) -> None:
+    signoff = bridge.Signoff(store_url, policies=[bridge.ToolPolicy("transfer", deadline_seconds=0.5)])
+    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+    await h.start()
+    [review] = signoff.reviews.pending()
+    stop = asyncio.Event()
+    server = asyncio.create_task(signoff.resumer(h.runner, max_wait=30).serve(stop=stop))
+    await _until(lambda: signoff.reviews.get(review.id).resumed, timeout=5)
+    assert signoff.reviews.get(review.id).status == "expired"
+    assert runs(runs_file) == []
+    stop.set()
+    signoff.store.feed.bump()
+    await asyncio.wait_for(server, 10)
+    signoff.close()
+
+
+async def test_racing_workers_resume_once(store_url: str, runs_file: Path, tmp_path: Path) -> None:
+    signoff = bridge.Signoff(store_url)
+    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+    await h.start()
+    [review] = signoff.reviews.pending()
+    signoff.reviews.approve(review.id, reviewer=REVIEWER)
+    a = signoff.resumer(h.runner, actor="agent:worker-a")
+    b = signoff.resumer(h.runner, actor="agent:worker-b")
+    done_a, done_b = await asyncio.gather(a.run_once(), b.run_once())
+    assert len(done_a) + len(done_b) == 1
+    assert len(runs(runs_file)) == 1
+    assert len(list(signoff.store.entries(kind="run.resumed"))) == 1
+    assert_bound(signoff.store)
+    signoff.close()
+
+
+async def test_review_whose_pause_never_reached_the_session_is_left_unclaimed(
+    sqlite_url: str, runs_file: Path, tmp_path: Path
+) -> None:
+    """The process died between the plugin opening the frontier and ADK appending the pause."""
+    signoff = bridge.Signoff(sqlite_url)
+    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+    await h.start()
+    [real] = signoff.reviews.pending()
+    ghost = bridge.PausedCall(
+        app="bank",
+        user="u1",
+        session=h.session_id,
+        invocation="e-never-persisted",
+        confirmation_id="adk-ghost",
+        call_id="call-ghost",
+        tool="transfer",
+        args={"amount": 1, "to": "ghost"},
+        agent="teller",
+    )
+    [orphan] = signoff.open_frontier([ghost]).reviews
+    signoff.reviews.approve(orphan.id, reviewer=REVIEWER)
+    signoff.reviews.approve(real.id, reviewer=REVIEWER)
+    done = await signoff.resumer(h.runner).run_once()
+    assert [d.frontier for d in done] == [real.frontier]
+    assert not signoff.reviews.frontier(orphan.frontier).resumed
+    assert [r["args"]["to"] for r in runs(runs_file)] == ["acct-1"]
+    signoff.close()

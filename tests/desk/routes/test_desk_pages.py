@@ -1,0 +1,349 @@
+"""The HTML pages (desk/routes/pages.py) through the test client: sign-in, CSRF, escaping,
+the three decisions and every refusal with nothing recorded.
+
+The pages call the same ``ReviewService`` methods as the API, whose tests run on SQLite and
+PostgreSQL; to keep the suite short the page tests run on SQLite only, except the decision
+round trip, which runs on both.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ALICE, BOB, CAROL, PASSWORD, Env, csrf_of, sign_in
+from fastapi.testclient import TestClient
+
+
+@pytest.fixture
+def env(sqlite_env: Env) -> Env:
+    return sqlite_env
+
+
+@pytest.fixture
+def client(sclient: TestClient) -> TestClient:
+    return sclient
+
+
+HOSTILE = {
+    "amount": 1,
+    "to": "<script>alert('x')</script>",
+    "memo": "\"quoted\" & 'single' </pre><img src=x onerror=alert(1)> 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ✓ مرحبا" + "A" * 5000,
+}
+
+
+def test_pages_need_sign_in(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    for path in ("/queue", f"/reviews/{rev.id}", "/log", "/account"):
+        r = client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/signin"), path
+    assert client.get("/events").status_code == 401
+
+
+def test_sign_in_sets_a_strict_httponly_cookie(env: Env, client: TestClient) -> None:
+    page = client.get("/signin")
+    r = client.post(
+        "/signin",
+        follow_redirects=False,
+        data={"csrf": csrf_of(page.text), "email": "alice@example.org", "password": PASSWORD, "next": "/log"},
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/log"
+    cookie = r.headers["set-cookie"]
+    assert "desk_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Secure" not in cookie  # plain http in tests; https requests get Secure
+
+
+def test_cookie_is_secure_over_https(env: Env) -> None:
+    with TestClient(env.app, base_url="https://testserver") as c:
+        page = c.get("/signin")
+        assert "Secure" in page.headers["set-cookie"]
+        r = c.post(
+            "/signin",
+            follow_redirects=False,
+            data={"csrf": csrf_of(page.text), "email": "alice@example.org", "password": PASSWORD},
+        )
+        assert "Secure" in r.headers["set-cookie"]
+
+
+def test_sign_in_refuses_an_open_redirect(env: Env, client: TestClient) -> None:
+    page = client.get("/signin")
+    r = client.post(
+        "/signin",
+        follow_redirects=False,
+        data={"csrf": csrf_of(page.text), "email": "alice@example.org", "password": PASSWORD, "next": "//evil.example"},
+    )
+    assert r.headers["location"] == "/queue"
+
+
+def test_wrong_password_then_lockout(env: Env, client: TestClient) -> None:
+    page = client.get("/signin")
+    token = csrf_of(page.text)
+    for _ in range(4):
+        r = client.post("/signin", data={"csrf": token, "email": "carol@example.org", "password": "nope"})
+        assert r.status_code == 401 and "Wrong e-mail or password" in r.text
+    r = client.post("/signin", data={"csrf": token, "email": "carol@example.org", "password": "nope"})
+    assert r.status_code == 429 and "locked" in r.text
+    # Locked: even the right password is refused now.
+    r = client.post("/signin", data={"csrf": token, "email": "carol@example.org", "password": PASSWORD})
+    assert r.status_code == 429
+    # Unknown accounts get the same message as wrong passwords.
+    r = client.post("/signin", data={"csrf": token, "email": "nobody@example.org", "password": "x"})
+    assert r.status_code == 401 and "Wrong e-mail or password" in r.text
+
+
+def test_sign_in_without_csrf_is_refused(env: Env, client: TestClient) -> None:
+    client.get("/signin")
+    r = client.post("/signin", data={"email": "alice@example.org", "password": PASSWORD})
+    assert r.status_code == 403
+    assert client.get("/queue", follow_redirects=False).status_code == 303
+
+
+def test_first_sign_in_requires_a_new_password(env: Env, client: TestClient) -> None:
+    env.desk.accounts.set_password(CAROL, "initial-pw-123", must_change=True)
+    page = client.get("/signin")
+    r = client.post(
+        "/signin", data={"csrf": csrf_of(page.text), "email": "carol@example.org", "password": "initial-pw-123"}
+    )
+    assert r.status_code == 200 and 'name="new_password"' in r.text and r.url.path == "/signin"
+    r = client.post(
+        "/signin",
+        data={
+            "csrf": csrf_of(r.text),
+            "email": "carol@example.org",
+            "password": "initial-pw-123",
+            "new_password": "a brand new one",
+        },
+    )
+    assert r.url.path == "/queue"
+    client.cookies.clear()
+    page = client.get("/signin")
+    r = client.post(
+        "/signin", data={"csrf": csrf_of(page.text), "email": "carol@example.org", "password": "initial-pw-123"}
+    )
+    assert r.status_code == 401
+
+
+def test_sign_out(env: Env, client: TestClient) -> None:
+    csrf = sign_in(client)
+    assert client.post("/signout", data={}).status_code == 403
+    r = client.post("/signout", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+    assert client.get("/queue", follow_redirects=False).status_code == 303
+
+
+def test_disabled_reviewer_is_signed_out(env: Env, client: TestClient) -> None:
+    sign_in(client, CAROL)
+    env.svc.disable_reviewer(CAROL, reason="left")
+    assert client.get("/queue", follow_redirects=False).status_code == 303
+
+
+def test_queue_lists_pending_with_filters_and_pages(env: Env, client: TestClient) -> None:
+    a = env.open("transfer")[0]
+    b = env.open("send_email", {"to": "x"}, schema=None, agent="mailer")[0]
+    sign_in(client)
+    html = client.get("/queue").text
+    assert html.index(a.id) < html.index(b.id)
+    assert 'data-deadline="' in html and 'id="pending-count">2<' in html
+    html = client.get("/queue?tool=send_email").text
+    assert b.id in html and a.id not in html
+    html = client.get("/queue?agent=teller").text
+    assert a.id in html and b.id not in html
+    assert client.get("/queue?page=99").status_code == 200
+
+
+def test_queue_pagination(env: Env, client: TestClient) -> None:
+    reviews = env.open(n=60)
+    sign_in(client)
+    first = client.get("/queue").text
+    second = client.get("/queue?page=2").text
+    assert reviews[0].id in first and reviews[59].id not in first
+    assert reviews[59].id in second and "Page 2 of 2" in second
+
+
+def test_agent_strings_are_escaped(env: Env, client: TestClient) -> None:
+    rev = env.open(
+        args=HOSTILE,
+        hint='<b>bold</b> "hint"',
+        payload={"q": "<script>p()</script>"},
+        context={"user": "<iframe src=x>", "model": "</script><script>m()</script>"},
+        agent="<i>agent</i>",
+    )[0]
+    sign_in(client)
+    for path in ("/queue", f"/reviews/{rev.id}", "/log"):
+        html = client.get(path).text
+        assert "<script>alert" not in html and "<img src=x" not in html and "<iframe" not in html, path
+        assert "<i>agent</i>" not in html and "<b>bold</b>" not in html and "<script>m()" not in html
+    html = client.get(f"/reviews/{rev.id}").text
+    assert "&lt;script&gt;alert(" in html and "𝔘𝔫𝔦𝔠𝔬𝔡𝔢" in html
+    # The data island for the editor is JSON with <, > and & escaped.
+    island = html.split('id="review-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in island and json.loads(island)["args"] == HOSTILE
+
+
+def test_security_headers(env: Env, client: TestClient) -> None:
+    r = client.get("/signin")
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_review_page_shows_everything(env: Env, client: TestClient) -> None:
+    first, second = env.open(n=2, payload={"limit": 100})
+    sign_in(client)
+    html = client.get(f"/reviews/{first.id}").text
+    for text in (
+        "transfer",
+        "Transfer money.",
+        "teller/transfer",
+        "pay acct-1",
+        "I&#39;ll pay.",
+        "Send the money?",
+        "&#34;amount&#34;: 10",
+        "&#34;limit&#34;: 100",
+        second.id,
+        "review.opened",
+    ):
+        assert text in html, text
+    assert 'action="/reviews/' + first.id + '/approve"' in html
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
+def test_approve_edit_reject_through_forms(store_url: str, tmp_path: object) -> None:
+    from conftest import _make_env
+
+    env = _make_env(store_url, tmp_path)  # type: ignore[arg-type]
+    with TestClient(env.app) as client:
+        _decide_through_forms(env, client)
+    env.desk.store.close()
+
+
+def _decide_through_forms(env: Env, client: TestClient) -> None:
+    a, e, r = env.open()[0], env.open()[0], env.open()[0]
+    csrf = sign_in(client)
+    resp = client.post(f"/reviews/{a.id}/approve", data={"csrf": csrf, "rationale": "ok"})
+    assert resp.status_code == 200 and "Recorded" in resp.text and env.svc.get(a.id).status == "approved"
+    patch = json.dumps([{"op": "replace", "path": "/amount", "value": 3}])
+    resp = client.post(f"/reviews/{e.id}/edit", data={"csrf": csrf, "patch": patch})
+    assert resp.status_code == 200 and env.svc.get(e.id).final_args == {"amount": 3, "to": "acct-1"}
+    resp = client.post(f"/reviews/{r.id}/reject", data={"csrf": csrf, "reason": "no thanks"})
+    assert resp.status_code == 200 and env.svc.get(r.id).reason == "no thanks"
+
+
+def test_edit_without_javascript_sends_whole_args(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    csrf = sign_in(client)
+    resp = client.post(
+        f"/reviews/{rev.id}/edit", data={"csrf": csrf, "patch": "", "args": json.dumps({"amount": 4, "to": "acct-2"})}
+    )
+    assert resp.status_code == 200
+    got = env.svc.get(rev.id)
+    assert got.final_args == {"amount": 4, "to": "acct-2"} and got.patch
+    payload_rev = env.open("set_limit", {"account": "A"}, schema=None, payload={"limit": 1})[0]
+    resp = client.post(f"/reviews/{payload_rev.id}/approve", data={"csrf": csrf, "payload": '{"limit": 9}'})
+    assert resp.status_code == 200 and env.svc.get(payload_rev.id).answer_payload == {"limit": 9}
+
+
+def test_post_without_csrf_is_refused_and_nothing_recorded(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    sign_in(client)
+    size = env.desk.store.size()
+    for path, data in (("approve", {}), ("edit", {"patch": "[]"}), ("reject", {"reason": "x"})):
+        r = client.post(f"/reviews/{rev.id}/{path}", data=data)
+        assert r.status_code == 403 and "security token" in r.text
+        r = client.post(f"/reviews/{rev.id}/{path}", data={**data, "csrf": "forged"})
+        assert r.status_code == 403
+    assert client.post("/account/tokens", data={}).status_code == 403
+    assert client.post("/log/checkpoint", data={}).status_code == 403
+    assert env.desk.store.size() == size and env.svc.get(rev.id).status == "pending"
+
+
+def test_csrf_token_is_bound_to_the_session(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    alice_csrf = sign_in(client)
+    with TestClient(env.app) as other:
+        sign_in(other, CAROL)
+        r = other.post(f"/reviews/{rev.id}/approve", data={"csrf": alice_csrf})
+        assert r.status_code == 403
+
+
+def test_refusals_on_the_review_page(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    csrf = sign_in(client)
+    size = env.desk.store.size()
+    bad_patch = client.post(f"/reviews/{rev.id}/edit", data={"csrf": csrf, "patch": '[{"op":"remove","path":"/zz"}]'})
+    assert bad_patch.status_code == 422 and "does not apply" in bad_patch.text
+    schema = client.post(
+        f"/reviews/{rev.id}/edit", data={"csrf": csrf, "patch": '[{"op":"replace","path":"/amount","value":"x"}]'}
+    )
+    assert schema.status_code == 422 and "schema" in schema.text and "amount" in schema.text
+    not_json = client.post(f"/reviews/{rev.id}/edit", data={"csrf": csrf, "patch": "[{"})
+    assert not_json.status_code == 422 and "not valid JSON" in not_json.text
+    no_reason = client.post(f"/reviews/{rev.id}/reject", data={"csrf": csrf, "reason": " "})
+    assert no_reason.status_code == 422 and "needs a reason" in no_reason.text
+    assert env.desk.store.size() == size and "nothing was recorded" in no_reason.text
+
+
+def test_outside_role_cannot_decide(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    csrf = sign_in(client, BOB)
+    html = client.get(f"/reviews/{rev.id}").text
+    assert 'id="outside-role"' in html and 'action="/reviews/' + rev.id + '/approve"' not in html
+    r = client.post(f"/reviews/{rev.id}/approve", data={"csrf": csrf})
+    assert r.status_code == 403 and "role does not cover" in r.text
+    assert env.svc.get(rev.id).status == "pending"
+
+
+def test_already_decided_gets_a_clear_message(env: Env, client: TestClient) -> None:
+    rev = env.open()[0]
+    csrf = sign_in(client)
+    env.svc.reject(rev.id, reviewer=CAROL, reason="carol said no")
+    r = client.post(f"/reviews/{rev.id}/approve", data={"csrf": csrf})
+    assert r.status_code == 409 and "already decided" in r.text and "rejected" in r.text
+    assert env.svc.get(rev.id).decided_by == CAROL
+
+
+def test_unknown_review_page(env: Env, client: TestClient) -> None:
+    sign_in(client)
+    assert client.get("/reviews/rv_nope").status_code == 404
+
+
+def test_log_page_badge_checkpoint_and_downloads(env: Env, client: TestClient, tmp_path: Path) -> None:
+    rev = env.open()[0]
+    csrf = sign_in(client)
+    html = client.get("/log").text
+    assert "verified up to seq" in html and "No signed checkpoint yet" in html
+    assert client.get("/log/checkpoint.json").status_code == 404
+    assert client.post("/log/checkpoint", data={"csrf": csrf}).status_code == 200
+    cp = client.get("/log/checkpoint.json")
+    assert cp.headers["content-disposition"].startswith("attachment") and cp.json()["size"] == env.desk.store.size()
+    proof = client.get("/log/proof/0.json").json()
+    assert proof["checkpoint"]["root"] == proof["root"] == cp.json()["root"]
+    # The downloads are what the audit CLI reads: prove the live log extends the checkpoint.
+    from audit.cli import main as audit_main
+
+    kept = tmp_path / "checkpoint.json"
+    kept.write_bytes(cp.content)
+    env.open()
+    assert audit_main(["--store", env.url, "verify", "--against", str(kept)]) == 0
+    assert audit_main(["--store", env.url, "verify", "--against", str(kept), "--incremental"]) == 0
+    assert audit_main(["--store", env.url, "consistency", str(kept)]) == 0
+    assert client.get("/log/proof/999.json").status_code == 404
+    html = client.get(f"/log?review={rev.id}").text
+    assert "review.opened" in html and f"/reviews/{rev.id}" in html
+    html = client.get("/log?kind=reviewer.enrolled").text
+    assert "review.opened</span>" not in html and "reviewer.enrolled" in html
+
+
+def test_account_page_creates_an_api_token(env: Env, client: TestClient) -> None:
+    csrf = sign_in(client)
+    r = client.post("/account/tokens", data={"csrf": csrf, "label": "laptop"})
+    token = r.text.split('id="new-token">', 1)[1].split('<code class="mono">', 1)[1].split("</code>", 1)[0]
+    assert client.get("/api/me", headers={"Authorization": f"Bearer {token}"}).json()["reviewer"] == ALICE
+
+
+def test_static_assets_are_served_locally(env: Env, client: TestClient) -> None:
+    sign_in(client)
+    html = client.get("/queue").text
+    assert "http://" not in html.split("<main", 1)[0] and "https://" not in html.split("<main", 1)[0]
+    assert client.get("/static/desk.css").status_code == 200
+    assert client.get("/static/desk.js").status_code == 200

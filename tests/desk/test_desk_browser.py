@@ -1,0 +1,454 @@
+"""Browser tests: headless Debian Chromium (Playwright) against a real ``desk demo`` subprocess,
+whose scripted ADK agent proposes calls through the bridge and resumes as people decide.
+
+Scenarios are fed through the demo's inbox file, so each test knows exactly which call it
+is reviewing; the tools' runs are read back from ``tool-runs.jsonl``. Screenshots of the
+queue and of one review go to ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("SIGNOFF_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.browser
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+def _chromium_missing() -> str | None:
+    if not Path(CHROMIUM).exists():
+        return f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_until(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@dataclass
+class Demo:
+    url: str
+    dir: Path
+    store_url: str
+    email: str
+    password: str
+    proc: subprocess.Popen[bytes]
+
+    def propose(self, *calls: tuple[str, dict[str, Any]], prompt: str = "") -> None:
+        line = {
+            "prompt": prompt or f"Please do task {secrets.token_hex(4)}",
+            "say": "On it.",
+            "calls": [{"name": n, "args": a} for n, a in calls],
+        }
+        with (self.dir / "inbox.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+    def review_with(self, marker: str, timeout: float = 15.0) -> Any:
+        from audit import ReviewService, open_store
+
+        store = open_store(self.store_url)
+        svc = ReviewService(store)
+        try:
+
+            def find() -> Any:
+                for r in svc.pending(limit=500):
+                    if marker in json.dumps(r.call.args, ensure_ascii=False):
+                        return r
+                return None
+
+            return _wait_until(find, timeout, f"a review with {marker!r}")
+        finally:
+            store.close()
+
+    def review(self, review_id: str) -> Any:
+        from audit import ReviewService, open_store
+
+        store = open_store(self.store_url)
+        try:
+            svc = ReviewService(store)
+            return svc.get(review_id), [e.kind for e in svc.history(review_id)]
+        finally:
+            store.close()
+
+    def runs(self) -> list[dict[str, Any]]:
+        path = self.dir / "tool-runs.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+    def run_with(self, marker: str, timeout: float = 15.0) -> dict[str, Any]:
+        return _wait_until(
+            lambda: next((r for r in self.runs() if marker in json.dumps(r["args"], ensure_ascii=False)), None),
+            timeout,
+            f"the tool run with {marker!r}",
+        )
+
+    def add_reviewer(self, email: str, role: str, tools: list[str]) -> str:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "desk",
+                "reviewer",
+                "add",
+                email,
+                "--role",
+                role,
+                "--tools",
+                *tools,
+                "--store",
+                self.store_url,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        return re.search(r"initial password.*: (\S+)", out.stdout).group(1)  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    reason = _chromium_missing()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    d = tmp_path_factory.mktemp("demo")
+    port = _free_port()
+    log = (d / "demo.out").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desk", "demo", "--dir", str(d), "--port", str(port), "--interval", "0", "--quiet"],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    url = f"http://127.0.0.1:{port}"
+    import httpx
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/healthz", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return proc.poll() is not None and (_ for _ in ()).throw(AssertionError((d / "demo.out").read_text()))
+
+    _wait_until(up, 30, "desk demo to start")
+    email, password = (d / "demo-credentials.txt").read_text().split("\n")[:2]
+    yield Demo(url, d, f"sqlite:///{d / 'signoff.db'}", email, password, proc)
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(demo: Demo) -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+def sign_in(browser: Any, demo: Demo, email: str, password: str, new_password: str | None = None) -> Any:
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.dialogs = []  # type: ignore[attr-defined]
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    page.goto(demo.url + "/queue")
+    assert "/signin" in page.url
+    page.fill("input[name=email]", email)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    if new_password is not None:
+        page.wait_for_selector("input[name=new_password]")
+        page.fill("input[name=password]", password)
+        page.fill("input[name=new_password]", new_password)
+        page.click("button[type=submit]")
+    page.wait_for_url("**/queue")
+    return page
+
+
+@pytest.fixture(scope="module")
+def alice(browser: Any, demo: Demo) -> Any:
+    return sign_in(browser, demo, demo.email, demo.password)
+
+
+def test_sign_in_shows_the_queue(alice: Any) -> None:
+    assert alice.locator("h1").first.inner_text().startswith("Waiting for you")
+    cookies = {c["name"]: c for c in alice.context.cookies()}
+    assert cookies["desk_session"]["httpOnly"] and cookies["desk_session"]["sameSite"] == "Strict"
+
+
+def test_wrong_password_is_refused(browser: Any, demo: Demo) -> None:
+    page = browser.new_page()
+    page.goto(demo.url + "/signin")
+    page.fill("input[name=email]", demo.email)
+    page.fill("input[name=password]", "not the password")
+    page.click("button[type=submit]")
+    assert "Wrong e-mail or password" in page.locator("[role=alert]").inner_text()
+    page.close()
+
+
+def test_review_appears_in_the_queue_live_and_leaves_when_decided(alice: Any, demo: Demo) -> None:
+    alice.goto(demo.url + "/queue")
+    alice.wait_for_selector("#live[data-state=live]")
+    marker = "live-" + secrets.token_hex(3)
+    demo.propose(("send_email", {"to": "ops@example.com", "subject": marker, "body": "Hello"}))
+    review = demo.review_with(marker)
+    row = alice.locator(f'tr[data-review="{review.id}"]')
+    row.wait_for(timeout=10_000)  # appended by SSE, no reload
+    assert "send_email" in row.inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    alice.screenshot(path=str(ARTIFACTS / "queue.png"), full_page=True)
+    # Someone decides it elsewhere (the API); the row leaves without a reload.
+    from audit import ReviewService, open_store
+
+    store = open_store(demo.store_url)
+    ReviewService(store).reject(review.id, reviewer="human:" + demo.email, reason="done elsewhere")
+    store.close()
+    row.wait_for(state="detached", timeout=10_000)
+
+
+def test_approve_then_the_tool_runs(alice: Any, demo: Demo) -> None:
+    marker = "approve-" + secrets.token_hex(3)
+    demo.propose(
+        ("transfer_money", {"amount": 12.5, "currency": "EUR", "to_account": "ACC-1", "memo": marker}),
+        prompt=f"Pay the {marker} invoice",
+    )
+    review = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    assert "transfer_money" in alice.locator("h1").inner_text()
+    assert marker in alice.locator("#args-view").inner_text()
+    assert f"Pay the {marker} invoice" in alice.locator(".bubble.user").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    alice.screenshot(path=str(ARTIFACTS / "review.png"), full_page=True)
+    alice.fill("#approve-form textarea[name=rationale]", "Invoice checked")
+    alice.click("#approve-btn")
+    alice.wait_for_selector("#decision-done")
+    run = demo.run_with(marker)
+    assert run["tool"] == "transfer_money" and run["args"]["amount"] == 12.5
+    _wait_until(lambda: "tool.executed" in demo.review(review.id)[1], 10, "tool.executed on the log")
+    alice.goto(f"{demo.url}/log")
+    assert "verified up to seq" in alice.locator("#verify-badge").inner_text()
+    alice.screenshot(path=str(ARTIFACTS / "log.png"), full_page=False)
+
+
+def test_edit_shows_patch_and_diff_then_the_tool_runs_edited(alice: Any, demo: Demo) -> None:
+    marker = "edit-" + secrets.token_hex(3)
+    demo.propose(("transfer_money", {"amount": 900.0, "currency": "EUR", "to_account": "ACC-2", "memo": marker}))
+    review = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    alice.click(".tab[data-tab=edit]")
+    editor = alice.locator("#args-editor")
+    edited = {"amount": 90.0, "currency": "EUR", "to_account": "ACC-2", "memo": marker}
+    editor.fill(json.dumps(edited, indent=2))
+    patch = json.loads(alice.locator("#patch-view").inner_text())
+    assert patch == [{"op": "replace", "path": "/amount", "value": 90}]
+    diff = alice.locator("#diff-view")
+    assert diff.locator(".del").first.inner_text().strip().startswith("-")
+    assert '"amount": 90' in diff.locator(".add").first.inner_text()
+    assert "Matches the tool's parameters" in alice.locator("#schema-check").inner_text()
+    # A schema break is caught before submit.
+    editor.fill(json.dumps({**edited, "amount": "ninety"}))
+    assert "expected type number" in alice.locator("#schema-check").inner_text()
+    assert alice.locator("#edit-btn").is_disabled()
+    editor.fill(json.dumps(edited, indent=2))
+    ARTIFACTS.mkdir(exist_ok=True)
+    alice.screenshot(path=str(ARTIFACTS / "review-edit.png"), full_page=True)
+    alice.click("#edit-btn")
+    alice.wait_for_selector("#decision-done")
+    run = demo.run_with(marker)
+    assert run["args"]["amount"] == 90.0
+    got, kinds = demo.review(review.id)
+    assert got.status == "edited" and got.patch == [{"op": "replace", "path": "/amount", "value": 90}]
+
+
+def test_reject_then_the_tool_does_not_run(alice: Any, demo: Demo) -> None:
+    marker = "reject-" + secrets.token_hex(3)
+    demo.propose(("delete_record", {"table": "customers", "record_id": marker}))
+    review = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    alice.click(".tab[data-tab=reject]")
+    alice.fill("#reject-form textarea[name=reason]", "Keep this customer")
+    alice.click("#reject-btn")
+    alice.wait_for_selector("#decision-done")
+    _wait_until(lambda: "run.resumed" in demo.review(review.id)[1], 10, "the run to resume")
+    time.sleep(0.5)
+    got, kinds = demo.review(review.id)
+    assert got.status == "rejected" and "tool.executed" not in kinds
+    assert not [r for r in demo.runs() if marker in json.dumps(r["args"])]
+
+
+def test_frontier_of_two_resumes_once_both_are_decided(alice: Any, demo: Demo) -> None:
+    marker = "pair-" + secrets.token_hex(3)
+    demo.propose(
+        ("transfer_money", {"amount": 5.0, "currency": "EUR", "to_account": "ACC-3", "memo": marker}),
+        ("send_email", {"to": "c@example.net", "subject": marker, "body": "refund sent"}),
+    )
+    first = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{first.id}")
+    others = alice.locator("text=Same frontier")
+    assert others.count() == 1
+    alice.click("#approve-btn")
+    alice.wait_for_selector("#decision-done")
+    time.sleep(0.3)
+    assert not demo.runs() or not [r for r in demo.runs() if marker in json.dumps(r["args"])]  # waits for both
+    second = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{second.id}")
+    alice.click("#approve-btn")
+    alice.wait_for_selector("#decision-done")
+    demo.run_with(marker)
+    _wait_until(lambda: len([r for r in demo.runs() if marker in json.dumps(r["args"])]) == 2, 10, "both tools")
+
+
+def test_tool_with_its_own_question_gets_the_answer(alice: Any, demo: Demo) -> None:
+    account = "ACC-" + secrets.token_hex(3)
+    demo.propose(("set_daily_limit", {"account": account}))
+    review = demo.review_with(account)
+    assert review.call.payload == {"limit": 500, "currency": "EUR"}
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    assert '"limit": 500' in alice.locator("#payload-view").inner_text()
+    alice.fill("#approve-form textarea[name=payload]", '{"limit": 750, "currency": "EUR"}')
+    alice.click("#approve-btn")
+    alice.wait_for_selector("#decision-done")
+    run = demo.run_with(account)
+    assert run["tool"] == "set_daily_limit" and run["payload"] == {"limit": 750, "currency": "EUR"}
+
+
+def test_hostile_strings_are_inert(alice: Any, demo: Demo) -> None:
+    marker = "hostile-" + secrets.token_hex(3)
+    evil = f"<script>alert('{marker}')</script>\"'><img src=x onerror=alert(1)> ✓ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 مرحبا "
+    demo.propose(
+        ("send_email", {"to": "x@example.com", "subject": marker + evil, "body": evil + "B" * 20_000}),
+        prompt=f"<script>alert('prompt')</script> {marker}",
+    )
+    review = demo.review_with(marker)
+    alice.goto(demo.url + "/queue")
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    text = alice.locator("#args-view").inner_text()
+    assert "<script>alert(" in text and "𝔘𝔫𝔦𝔠𝔬𝔡𝔢" in text and "مرحبا" in text
+    assert alice.locator("main script:not([type='application/json'])").count() == 0
+    assert alice.locator("main img").count() == 0
+    assert "<script>alert('prompt')</script>" in alice.locator(".bubble.user").inner_text()
+    alice.click(".tab[data-tab=edit]")
+    alice.locator("#args-editor").press("End")
+    alice.wait_for_timeout(200)
+    assert alice.dialogs == []  # type: ignore[attr-defined]
+    # The page stays usable: the long value wraps instead of widening the page.
+    width = alice.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1300
+    alice.click(".tab[data-tab=approve]")
+    alice.click("#approve-btn")
+    alice.wait_for_selector("#decision-done")
+    run = demo.run_with(marker)
+    assert run["args"]["body"].startswith(evil)
+
+
+def test_post_without_csrf_is_refused(alice: Any, demo: Demo) -> None:
+    marker = "csrf-" + secrets.token_hex(3)
+    demo.propose(("send_email", {"to": "x@example.com", "subject": marker, "body": "b"}))
+    review = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    alice.evaluate(
+        """id => {
+        const f = document.createElement('form');
+        f.method = 'post'; f.action = '/reviews/' + id + '/approve';
+        document.body.appendChild(f); f.submit();
+    }""",
+        review.id,
+    )
+    alice.wait_for_load_state()
+    assert "Form refused" in alice.locator("h1").inner_text()
+    got, _ = demo.review(review.id)
+    assert got.status == "pending"
+
+
+def test_reviewer_outside_the_role_cannot_decide(browser: Any, demo: Demo) -> None:
+    password = demo.add_reviewer("bob@example.org", "ops", ["send_*"])
+    bob = sign_in(browser, demo, "bob@example.org", password, new_password="bob's new password")
+    marker = "role-" + secrets.token_hex(3)
+    demo.propose(("transfer_money", {"amount": 1.0, "currency": "EUR", "to_account": "ACC-9", "memo": marker}))
+    review = demo.review_with(marker)
+    bob.goto(f"{demo.url}/reviews/{review.id}")
+    assert "Your role does not cover" in bob.locator("#outside-role").inner_text()
+    assert bob.locator("#approve-form").count() == 0
+    # Forging the form with Bob's own valid CSRF token still gets a 403 and records nothing.
+    bob.evaluate(
+        """id => {
+        const token = document.querySelector('input[name=csrf]').value;
+        const f = document.createElement('form');
+        f.method = 'post'; f.action = '/reviews/' + id + '/approve';
+        const i = document.createElement('input'); i.type = 'hidden'; i.name = 'csrf'; i.value = token;
+        f.appendChild(i); document.body.appendChild(f); f.submit();
+    }""",
+        review.id,
+    )
+    bob.wait_for_load_state()
+    assert "role does not cover" in bob.locator("#decision-error").inner_text()
+    assert demo.review(review.id)[0].status == "pending"
+    bob.context.close()
+
+
+def test_two_reviewers_at_once_exactly_one_wins(browser: Any, alice: Any, demo: Demo) -> None:
+    password = demo.add_reviewer("carol@example.org", "finance", [])
+    carol = sign_in(browser, demo, "carol@example.org", password, new_password="carol's new password")
+    marker = "race-" + secrets.token_hex(3)
+    demo.propose(("transfer_money", {"amount": 3.0, "currency": "EUR", "to_account": "ACC-7", "memo": marker}))
+    review = demo.review_with(marker)
+    for page in (alice, carol):
+        page.goto(f"{demo.url}/reviews/{review.id}")
+    submit = "() => document.getElementById('approve-form').submit()"
+    alice.evaluate(submit)
+    carol.evaluate(submit)
+    for page in (alice, carol):
+        page.wait_for_load_state()
+        page.wait_for_selector("#decision-done, #decision-error")
+    done = [p for p in (alice, carol) if p.locator("#decision-done").count()]
+    refused = [p for p in (alice, carol) if p.locator("#decision-error").count()]
+    assert len(done) == 1 and len(refused) == 1
+    assert "already decided" in refused[0].locator("#decision-error").inner_text()
+    got, kinds = demo.review(review.id)
+    assert kinds.count("review.approved") == 1
+    demo.run_with(marker)
+    carol.context.close()
