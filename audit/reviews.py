@@ -347,6 +347,7 @@ class ReviewService:
                         "app": call.app,
                         "session": call.session,
                         "confirmation_id": call.confirmation_id,
+                        "call_id": call.call_id,
                         "opened_seq": opened.seq,
                         "opened_at": opened.at,
                         "deadline": deadline,
@@ -660,6 +661,21 @@ class ReviewService:
         if row.final_digest is not None:
             self._check_final_args(review, row.final_digest)
         return review
+
+    def find(self, session: str, *, confirmation_id: str | None = None, call_id: str | None = None) -> Review | None:
+        """The review of one paused call in a session, by its confirmation call id or original call id."""
+        if (confirmation_id is None) == (call_id is None):
+            raise ValueError("find: expected exactly one of confirmation_id or call_id")
+        query = select(col(ReviewRow.id)).where(
+            col(ReviewRow.log) == self.store.log_id, col(ReviewRow.session) == session
+        )
+        if confirmation_id is not None:
+            query = query.where(col(ReviewRow.confirmation_id) == confirmation_id)
+        else:
+            query = query.where(col(ReviewRow.call_id) == call_id)
+        with self.store.read_engine.connect() as conn:
+            found = conn.execute(query.order_by(col(ReviewRow.opened_seq).desc()).limit(1)).first()
+        return None if found is None else self.get(found[0])
 
     def _check_final_args(self, review: Review, final_digest: str) -> None:
         """What the tool will run with must be what the log says was decided, not just what the queue says."""

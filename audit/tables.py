@@ -62,6 +62,7 @@ class ReviewRow(SQLModel, table=True):
         Index("ix_signoff_review_agent", "log", "status", "agent", "opened_seq"),
         Index("ix_signoff_review_deadline", "log", "status", "deadline"),
         UniqueConstraint("log", "app", "session", "confirmation_id", name="uq_signoff_review_call"),
+        Index("ix_signoff_review_call_id", "log", "session", "call_id"),
     )
 
     id: str = Field(primary_key=True)
@@ -73,6 +74,7 @@ class ReviewRow(SQLModel, table=True):
     app: str
     session: str
     confirmation_id: str
+    call_id: str
     opened_seq: int
     opened_at: str
     deadline: str | None = None

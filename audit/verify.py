@@ -344,7 +344,8 @@ class Verifier:
             schema=call.get("tool_schema"),
         )
         fixed = (
-            call.get("agent"), call.get("app"), call.get("session"), call.get("confirmation_id"), seq, at,
+            call.get("agent"), call.get("app"), call.get("session"), call.get("confirmation_id"), call.get("call_id"),
+            seq, at,
             call["args_digest"], body.get("deadline"),
         )  # fmt: skip
         self.reviews[review_id] = _ReviewFacts(state, frontier_id, rules.opened_data(body), fixed)
@@ -560,7 +561,7 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             executed=executed,
         )
         fixed = (
-            row.agent, row.app, row.session, row.confirmation_id, row.opened_seq, row.opened_at,
+            row.agent, row.app, row.session, row.confirmation_id, row.call_id, row.opened_seq, row.opened_at,
             row.args_digest, row.deadline,
         )  # fmt: skip
         facts = _ReviewFacts(state, row.frontier, None if decided else rules.opened_data(data), fixed)
@@ -616,7 +617,8 @@ def review_tuple(facts: _ReviewFacts) -> tuple[Any, ...]:
 
 
 ROW_FIELDS = (
-    "id", "status", "frontier", "tool", "agent", "app", "session", "confirmation_id", "opened_seq", "opened_at",
+    "id", "status", "frontier", "tool", "agent", "app", "session", "confirmation_id", "call_id", "opened_seq",
+    "opened_at",
     "args_digest", "deadline", "decided_seq", "decided_by", "decided_at", "final_digest", "executed_seq", "data",
 )  # fmt: skip
 
@@ -625,7 +627,7 @@ def row_tuple(row: Any) -> tuple[Any, ...]:
     """A review's projection row as stored."""
     return (
         row.id, row.status, row.frontier, row.tool, row.agent, row.app, row.session, row.confirmation_id,
-        row.opened_seq, row.opened_at, row.args_digest, row.deadline, row.decided_seq, row.decided_by,
+        row.call_id, row.opened_seq, row.opened_at, row.args_digest, row.deadline, row.decided_seq, row.decided_by,
         row.decided_at, row.final_digest, row.executed_seq, json_digest(json.loads(row.data)),
     )  # fmt: skip
 

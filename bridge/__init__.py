@@ -13,10 +13,9 @@ and one worker that sends decisions back (in this process or another)::
 Everything public is re-exported here; the ``_``-prefixed modules are internal.
 """
 
-from typing import Any
-
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
+from audit import Review
 from bridge._calls import PausedCall, paused_calls, resume_message
 from bridge._keys import idempotency_key
 from bridge._mapping import stop_reason, to_tool_confirmation
@@ -32,7 +31,9 @@ async def request_confirmation(call: PausedCall, *, timeout: float | None = None
     return await default_signoff().request_confirmation(call, timeout=timeout)
 
 
-def record_decision(call: Any, confirmation: ToolConfirmation, *, reviewer: str, rationale: str = "") -> Any:
+def record_decision(
+    call: PausedCall | Review | str, confirmation: ToolConfirmation, *, reviewer: str, rationale: str = ""
+) -> Review:
     """:meth:`Signoff.record_decision` on the most recently created ``Signoff``."""
     return default_signoff().record_decision(call, confirmation, reviewer=reviewer, rationale=rationale)
 

@@ -115,6 +115,10 @@ class ToolGate:
             return {**result, "signoff_note": edit_note(review)}
         return None
 
+    def forget(self, tool_context: Any) -> None:
+        """The tool raised (or was cancelled): nothing ran to completion, so nothing is recorded."""
+        self._running.pop(_run_key(tool_context), None)
+
 
 def _run_key(tool_context: Any) -> str:
     return f"{id(tool_context)}:{tool_context.function_call_id}"

@@ -30,6 +30,7 @@ class SignoffPlugin(BasePlugin):
       so the session itself binds each paused call to its review.
     * ``before_tool_callback``: see :meth:`Signoff.before_tool`.
     * ``after_tool_callback``: see :meth:`Signoff.after_tool`.
+    * ``on_tool_error_callback``: a tool that raised is not recorded as executed (the error is ADK's).
     """
 
     def __init__(self, signoff: Signoff, name: str = "signoff") -> None:
@@ -64,3 +65,9 @@ class SignoffPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
         return await self.signoff.after_tool(tool, tool_args, tool_context, result)
+
+    async def on_tool_error_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
+    ) -> dict[str, Any] | None:
+        self.signoff.tool_failed(tool_context)
+        return None

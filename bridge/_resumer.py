@@ -87,8 +87,8 @@ class Resumer:
     async def run_once(self) -> list[Resumed]:
         """Resume every decided frontier of this app (and, on the first pass, recover unsent claims).
 
-        Claims are made one by one; the claimed runs are then driven concurrently (at most
-        ``concurrency`` at a time), so one long run does not hold up the others.
+        A frontier is claimed only when a slot is free to send it at once; the claimed runs are
+        driven concurrently (at most ``concurrency``), so one long run does not hold up the others.
         """
         done: list[Resumed] = []
         if not self._recovered:
@@ -102,37 +102,51 @@ class Resumer:
                 continue
             if frontier.id in self._orphans:
                 continue
-            session = await self._session(frontier)
-            if session is None or not _paused_in(session.events, frontier):
-                # Opened, but the pause never reached the session (the process died between the
-                # plugin's callback and ADK's append): there is no run to resume. Never claimed.
-                log.warning(
-                    "frontier %s: its pause is not in session %s; left unclaimed",
-                    frontier.id,
-                    frontier.reviews[0].call.session,
-                )
-                self._orphans.add(frontier.id)
-                continue
-            self._step("before_claim", frontier.id)
+            await self._slots.acquire()  # claim only what can be sent at once
+            session = None
             try:
-                await asyncio.to_thread(svc.claim_resume, frontier.id, actor=self.actor)
-            except (AlreadyResumed, FrontierNotReady):
-                continue
-            self._step("after_claim", frontier.id)
-            sends.append(asyncio.create_task(self._send_claimed(frontier, session)))
+                session = await self._claim(frontier)
+            finally:
+                if session is None:
+                    self._slots.release()
+            if session is not None:
+                sends.append(asyncio.create_task(self._send_claimed(frontier, session)))
         for result in await asyncio.gather(*sends):
             if result is not None:
                 done.append(result)
         return done
 
+    async def _claim(self, frontier: Frontier) -> Session | None:
+        """Claim ``frontier`` (``run.resumed``); its session if this worker now owns the send."""
+        session = await self._session(frontier)
+        if session is None or not _paused_in(session.events, frontier):
+            # Opened, but the pause never reached the session (the process died between the
+            # plugin's callback and ADK's append): there is no run to resume. Never claimed.
+            log.warning(
+                "frontier %s: its pause is not in session %s; left unclaimed",
+                frontier.id,
+                frontier.reviews[0].call.session,
+            )
+            self._orphans.add(frontier.id)
+            return None
+        self._step("before_claim", frontier.id)
+        try:
+            await asyncio.to_thread(self.signoff.reviews.claim_resume, frontier.id, actor=self.actor)
+        except (AlreadyResumed, FrontierNotReady):
+            return None  # another worker got there first
+        self._step("after_claim", frontier.id)
+        return session
+
     async def _send_claimed(self, frontier: Frontier, session: Session) -> Resumed | None:
-        async with self._slots:
-            try:
-                result = await self._send(frontier, how="sent", session=session)
-            except Exception:
-                # The claim stands (exactly once); the run's own error is the app's to see.
-                log.exception("frontier %s: the resumed run failed", frontier.id)
-                return None
+        """Send a claimed frontier, then free its slot (taken in :meth:`run_once`)."""
+        try:
+            result = await self._send(frontier, how="sent", session=session)
+        except Exception:
+            # The claim stands (exactly once); the run's own error is the app's to see.
+            log.exception("frontier %s: the resumed run failed", frontier.id)
+            return None
+        finally:
+            self._slots.release()
         self._step("after_send", frontier.id)
         return result
 

@@ -26,10 +26,13 @@ from bridge._policy import Policies, ToolPolicy
 from bridge._schema import check_args, tool_schema
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from google.adk.events.event import Event
     from google.adk.runners import Runner
 
     from bridge._plugin import SignoffPlugin
-    from bridge._resumer import Resumer
+    from bridge._resumer import Resumer, StepHook
 
 _DEFAULT: Signoff | None = None
 
@@ -78,10 +81,28 @@ class Signoff:
 
         return SignoffPlugin(self, name=name)
 
-    def resumer(self, runner: Runner, *, actor: str | None = None, **options: Any) -> Resumer:
+    def resumer(
+        self,
+        runner: Runner,
+        *,
+        actor: str | None = None,
+        max_wait: float = 5.0,
+        concurrency: int = 8,
+        on_step: StepHook | None = None,
+        on_event: Callable[[Event], Any] | None = None,
+    ) -> Resumer:
+        """A worker that sends every decided frontier of ``runner``'s app back to its run (see ``Resumer``)."""
         from bridge._resumer import Resumer
 
-        return Resumer(self, runner, actor=actor, **options)
+        return Resumer(
+            self,
+            runner,
+            actor=actor,
+            max_wait=max_wait,
+            concurrency=concurrency,
+            on_step=on_step,
+            on_event=on_event,
+        )
 
     def close(self) -> None:
         self.store.close()
@@ -141,12 +162,9 @@ class Signoff:
         return self.reviews.get(review_id)
 
     def lookup_review_id(self, session: str, value: str, *, by: str = "confirmation_id") -> str | None:
-        """Scan ``review.opened`` entries, newest first, for this session's call (a fallback path)."""
-        for entry in self.store.entries(kind="review.opened", newest_first=True):
-            c = entry.body.get("call") or {}
-            if c.get("session") == session and c.get(by) == value:
-                return str(entry.body["review"])
-        return None
+        """The review of this session's call, by confirmation id or original call id (an indexed lookup)."""
+        found = self.reviews.find(session, **{by: value})
+        return None if found is None else found.id
 
     # -- decisions from another UI -------------------------------------------------------
 
@@ -279,6 +297,10 @@ class Signoff:
     ) -> dict[str, Any] | None:
         """Record ``tool.executed`` with the digest of the args the tool ran with; note an edit."""
         return await self._gate.after(tool, args, tool_context, result)
+
+    def tool_failed(self, tool_context: Any) -> None:
+        """Forget a reviewed call whose tool raised: no ``tool.executed`` is recorded for it."""
+        self._gate.forget(tool_context)
 
 
 def default_signoff() -> Signoff:

@@ -19,14 +19,19 @@ from audit import ReviewService, open_store
 from audit.errors import AuditError, LogNotFound
 from desk import reqlog
 from desk.auth import Accounts
+from desk.cache import LogCache
 from desk.db import make_engine
 from desk.errors import classify, problem
 from desk.metrics import Metrics
 from desk.sse import Broker
-from desk.verify import IncrementalVerifier
+from desk.verify import IncrementalVerifier, RuleVerifier
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-TEMPLATES_DIR = PACKAGE_DIR.parent / "templates"
+# The repository keeps templates at its top level; an installed copy may ship them in the package.
+TEMPLATES_DIR = next(
+    (d for d in (PACKAGE_DIR.parent / "templates", PACKAGE_DIR / "templates") if (d / "base.html").exists()),
+    PACKAGE_DIR.parent / "templates",
+)
 STATIC_DIR = PACKAGE_DIR / "static"
 
 
@@ -38,8 +43,10 @@ class Desk:
     svc: Any
     accounts: Accounts
     broker: Broker
+    cache: LogCache
     metrics: Metrics
     verifier: IncrementalVerifier
+    rules: RuleVerifier
     templates: Jinja2Templates
     key_path: Path | None
     secure_cookies: bool | None = None  # None: Secure when the request came over HTTPS
@@ -92,8 +99,10 @@ def create_app(
         svc=svc,
         accounts=Accounts(engine, store.log_id),
         broker=Broker(store, svc),
+        cache=LogCache(store),
         metrics=Metrics(lambda: svc.count_pending()),
         verifier=IncrementalVerifier(store),
+        rules=RuleVerifier(store),
         templates=_templates(),
         key_path=Path(key_path) if key_path else None,
         secure_cookies=secure_cookies,
@@ -121,12 +130,15 @@ def create_app(
     )
     app.state.desk = desk
 
+    from desk import web
     from desk.deps import NeedSignIn
-    from desk.routes import api, ops, pages
+    from desk.routes import api, log, ops, reviews, signin
 
     app.include_router(ops.router)
     app.include_router(api.router)
-    app.include_router(pages.router)
+    app.include_router(signin.router)
+    app.include_router(reviews.router)
+    app.include_router(log.router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
 
     @app.exception_handler(AuditError)
@@ -136,11 +148,11 @@ def create_app(
 
     @app.exception_handler(NeedSignIn)
     async def need_sign_in(request: Request, exc: NeedSignIn) -> Any:
-        return pages.to_sign_in(request)
+        return web.to_sign_in(request)
 
-    @app.exception_handler(pages.Refused)
-    async def refused(request: Request, exc: pages.Refused) -> Any:
-        return pages.refusal_page(request, exc)
+    @app.exception_handler(web.Refused)
+    async def refused(request: Request, exc: web.Refused) -> Any:
+        return web.refusal_page(request, exc)
 
     app.add_middleware(reqlog.AccessLog, metrics=desk.metrics, enabled=access_log)
     return app

@@ -277,7 +277,7 @@ class DemoAgent:
 
             self.sessions: Any = InMemorySessionService()
         else:  # paused runs survive a restart of the demo on the same --dir
-            self.sessions = DatabaseSessionService(db_url=f"sqlite+aiosqlite:///{self.dir / 'sessions.db'}")
+            self.sessions = DatabaseSessionService(db_engine=_session_engine(self.dir / "sessions.db"))
         self.runner = Runner(app=app, session_service=self.sessions)
         resumer = self.signoff.resumer(self.runner, actor="agent:demo-resumer")
         tasks = [asyncio.create_task(resumer.serve(stop=self._stop)), asyncio.create_task(self._inbox_loop())]
@@ -340,6 +340,30 @@ class DemoAgent:
             await asyncio.sleep(0.1)
 
 
+def _session_engine(path: Path) -> Any:
+    """ADK's session store for the demo: SQLite in WAL mode with ``synchronous=NORMAL``.
+
+    WAL keeps the file consistent across crashes; NORMAL skips the fsync per commit, so a power
+    cut may lose the newest session events. Decisions are unaffected (they live on the audit
+    log, which keeps ``synchronous=FULL``), and the resumer re-drives a claimed frontier whose
+    answer never reached the session.
+    """
+    from sqlalchemy import event
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(conn: Any, _record: Any) -> None:
+        cur = conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    return engine
+
+
 def prepare(directory: Path) -> tuple[str, Path, str | None]:
     """Create (or reopen) the demo store; return (store URL, key path, new password or None)."""
     from audit import ReviewService, open_store
@@ -387,6 +411,7 @@ def run_demo(
     from desk.app import create_app
     from desk.reqlog import setup_logging
 
+    logging.getLogger("google_adk").setLevel(logging.ERROR)  # no telemetry chatter from the scripted model
     directory = directory or Path(tempfile.mkdtemp(prefix="signoff-demo-"))
     url, key, password = prepare(directory)
     if password is None:

@@ -15,7 +15,8 @@ SESSION_COOKIE = "desk_session"
 PRE_CSRF_COOKIE = "desk_csrf"
 
 
-def get_desk(request: Request) -> Desk:
+async def get_desk(request: Request) -> Desk:
+    # async: no I/O here, and a sync dependency would cost a thread-pool hop per request
     desk: Desk = request.app.state.desk
     return desk
 
@@ -23,7 +24,7 @@ def get_desk(request: Request) -> Desk:
 DeskDep = Annotated[Desk, Depends(get_desk)]
 
 
-def get_svc(desk: DeskDep) -> Any:
+async def get_svc(desk: DeskDep) -> Any:
     return desk.svc
 
 

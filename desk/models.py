@@ -183,12 +183,25 @@ def as_json(obj: Any) -> dict[str, Any]:
     return _jsonable(dict(obj))
 
 
+class RulesCheck(BaseModel):
+    ok: bool | None = Field(description="None until the first run finishes")
+    verified_upto: int | None
+    checked_from: int
+    checkpoint_size: int | None
+    failure: str | None
+    running: bool
+
+
 class Verification(BaseModel):
+    """Hash chain and Merkle roots (checked by the desk on every request, incrementally), and
+    ``rules``: audit's full verifier run incrementally from the latest signed checkpoint."""
+
     ok: bool
     verified_upto: int | None = Field(None, description="highest seq verified; None when the log is empty")
     size: int
     checkpoint_size: int | None = None
     error: str | None = None
+    rules: RulesCheck | None = None
 
 
 class Me(BaseModel):

@@ -203,3 +203,81 @@ class IncrementalVerifier:
 
 class _Stop(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    """The last run of audit's own verifier (``audit verify --incremental`` against the latest
+    checkpoint): lifecycle rules, signatures and the projection, not just hashes."""
+
+    ok: bool | None  # None: not run yet
+    size: int  # log size it covered
+    checked_from: int
+    checkpoint_size: int | None
+    failure: str | None
+    running: bool
+    at: float | None
+
+
+class RuleVerifier:
+    """Runs ``audit.verify.verify_store`` off the request path whenever the log has grown.
+
+    With a signed checkpoint, entries before it are proven by its root and only later ones are
+    read (incremental); without one the whole log is read, at most every ``full_every`` seconds.
+    """
+
+    def __init__(self, store: Any, full_every: float = 300.0) -> None:
+        self.store = store
+        self.full_every = full_every
+        self._lock = threading.Lock()
+        self._running = False
+        self._last: RuleStatus = RuleStatus(None, 0, 0, None, None, False, None)
+        self._last_full = 0.0
+
+    def status(self, *, wait: float = 0.0) -> RuleStatus:
+        """The latest result; starts a new run in the background if the log grew since."""
+        import time
+
+        size = self.store.size()
+        with self._lock:
+            stale = self._last.ok is None or self._last.size != size
+            if stale and not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name="desk-audit-verify", daemon=True).start()
+        end = time.monotonic() + wait
+        while wait and self._running and time.monotonic() < end:
+            time.sleep(0.01)
+        last = self._last
+        return RuleStatus(
+            last.ok, last.size, last.checked_from, last.checkpoint_size, last.failure, self._running, last.at
+        )
+
+    def _run(self) -> None:
+        import time
+
+        from audit.verify import verify_store
+
+        try:
+            cp = self.store.latest_checkpoint()
+            incremental = cp is not None and cp.size < self.store.size()
+            if not incremental and time.monotonic() - self._last_full < self.full_every and self._last.ok is not None:
+                return
+            report = verify_store(self.store, against=cp, incremental=incremental)
+            if not incremental:
+                self._last_full = time.monotonic()
+            self._last = RuleStatus(
+                ok=report.ok,
+                size=report.size,
+                checked_from=report.checked_from,
+                checkpoint_size=cp.size if cp is not None else None,
+                failure=str(report.failure) if report.failure is not None else None,
+                running=False,
+                at=time.time(),
+            )
+        except Exception as exc:  # noqa: BLE001 - shown on the badge, logged here
+            log.exception("audit verification failed to run")
+            self._last = RuleStatus(
+                False, self._last.size, 0, None, f"verifier could not run: {exc}", False, time.time()
+            )
+        finally:
+            self._running = False

@@ -23,6 +23,7 @@ from desk.models import (
     ReviewDetail,
     ReviewPage,
     ReviewPublic,
+    RulesCheck,
     Verification,
     as_json,
 )
@@ -59,8 +60,7 @@ def list_reviews(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ReviewPage:
     """Pending reviews, oldest first."""
-    items = desk.svc.pending(tool=tool, agent=agent, limit=limit, offset=offset)
-    total = desk.svc.count_pending(tool=tool, agent=agent)
+    items, total = desk.cache.pending(desk.svc, tool=tool, agent=agent, limit=limit, offset=offset)
     return ReviewPage(items=[ReviewPublic.of(r) for r in items], total=total, limit=limit, offset=offset)
 
 
@@ -131,11 +131,28 @@ def log_entry(desk: DeskDep, who: ApiReviewer, seq: int) -> EntryPublic:
 
 
 @router.get("/verification", response_model=Verification)
-def verification(desk: DeskDep, who: ApiReviewer) -> Verification:
-    """Hash chain and Merkle roots verified incrementally by this desk."""
+def verification(
+    desk: DeskDep,
+    who: ApiReviewer,
+    wait: Annotated[float, Query(ge=0, le=30, description="seconds to wait for rules")] = 0,
+) -> Verification:
+    """Hash chain and Merkle roots verified incrementally by this desk, plus audit's rule check."""
     s = desk.verifier.status()
+    r = desk.rules.status(wait=wait)
     return Verification(
-        ok=s.ok, verified_upto=s.verified_upto, size=s.size, checkpoint_size=s.checkpoint_size, error=s.error
+        ok=s.ok and r.ok is not False,
+        verified_upto=s.verified_upto,
+        size=s.size,
+        checkpoint_size=s.checkpoint_size,
+        error=s.error or r.failure,
+        rules=RulesCheck(
+            ok=r.ok,
+            verified_upto=(r.size - 1) if r.ok is not None and r.size else None,
+            checked_from=r.checked_from,
+            checkpoint_size=r.checkpoint_size,
+            failure=r.failure,
+            running=r.running,
+        ),
     )
 
 

@@ -8,6 +8,7 @@ stands in for an ``audit`` component. Entries an attacker writes are built with
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ CAROL = "human:carol@example.org"  # enrolled, then disabled
 MALLORY = "human:mallory@example.org"  # never enrolled
 AGENT = "agent:teller"
 WORKER = "agent:worker"
+SERVICE = "service:signoff"
 
 TRANSFER_SCHEMA: dict[str, Any] = {
     "type": "OBJECT",
@@ -167,6 +169,24 @@ class Db:
 
     def close(self) -> None:
         self.conn.close()
+
+    @contextlib.contextmanager
+    def saved(self) -> Iterator[None]:
+        """Put every row of every table back as it was on leaving (to try one forgery after another)."""
+        tables = self.tables()
+        rows = {table: self.rows(f"SELECT * FROM {table}") for table in tables}
+        columns = {table: self.columns(table) for table in tables}
+        try:
+            yield
+        finally:
+            statements: list[tuple[str, Sequence[Any]]] = []
+            for table in tables:
+                marks = ", ".join("?" for _ in columns[table])
+                statements.append((f"DELETE FROM {table}", ()))
+                statements += [
+                    (f"INSERT INTO {table} ({', '.join(columns[table])}) VALUES ({marks})", row) for row in rows[table]
+                ]
+            self.run(*statements)
 
     def __enter__(self) -> Db:
         return self
@@ -467,31 +487,34 @@ class Case:
 
 
 def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
-    """A small log that holds every entry kind, signed service entries, a signed human
-    decision, a pending review, an approved-but-not-run review, two stored checkpoints and two
-    checkpoints an auditor kept. Returns what the tests need to know about it.
+    """A small log that holds every entry kind, signed service entries, signed human decisions,
+    a pending review, an approved-but-not-run review, two stored checkpoints and two
+    checkpoints an auditor kept. Returns what the tests need to know about it; ``seq`` maps
+    the names below to their seqs (the tests name entries, they do not count them).
 
-    seq  kind                  actor        notes
-    0    key.enrolled          log:         signed by the log key
-    1    reviewer.enrolled     service      alice (teller, *), with her key; signed
-    2    reviewer.enrolled     service      bob (intern, lookup*); signed
-    3,4  review.opened x2      agent        frontier F1: r1 transfer, r2 lookup_account
-    5    review.approved       alice        r1, signed by alice's own key
-    6    review.edited         bob          r2, unsigned (bob has no key)
-    7    run.resumed           agent        F1
-    8,9  tool.executed         agent        r1, r2
-    10   review.opened         agent        F2: r3 (deadline)
-    11   review.rejected       alice        r3, signed by alice
-    12   run.resumed           agent        F2                  -> stored checkpoint, size 13
-    13   review.opened         agent        F3: r4, deadline 60 s
-    14   review.expired        service      r4; signed
-    15   review.opened         agent        F4: r5
-    16   review.withdrawn      agent        r5
-    17   reviewer.disabled     service      bob; signed
-    18   review.opened         agent        F5: r6 stays pending (deadline 1 h)
-    19   review.opened         agent        F6: r7
-    20   review.approved       alice        r7, signed, never executed -> stored + kept checkpoint, size 21
-    21-23 key.enrolled         service      keys of three agents; signed -> kept checkpoint, size 24
+    seq  name            kind                actor     notes
+    0    log_key         key.enrolled        log:      signed by the log key
+    1    service_key     key.enrolled        service   the service enrols its own key (unsigned:
+                                                       it had none yet); every later service entry is signed
+    2    alice_enrolled  reviewer.enrolled   service   alice (teller, *) with her key
+    3    bob_enrolled    reviewer.enrolled   service   bob (intern, lookup*), no key
+    4,5  opened_r1/r2    review.opened       agent     frontier F1: r1 transfer, r2 lookup_account
+    6    approve_r1      review.approved     alice     signed by alice
+    7    edit_r2         review.edited       bob       unsigned (bob has no key)
+    8    resume_F1       run.resumed         agent     unsigned, nothing of it in a projection but its seq
+    9,10 exec_r1/r2      tool.executed       agent
+    11   opened_r3       review.opened       agent     F2, deadline 10 min
+    12   reject_r3       review.rejected     alice     signed
+    13   resume_F2       run.resumed         agent                         -> stored checkpoint, size 14
+    14   opened_r4       review.opened       agent     F3, deadline 60 s
+    15   expire_r4       review.expired      service
+    16   opened_r5       review.opened       agent     F4
+    17   withdraw_r5     review.withdrawn    agent
+    18   disable_bob     reviewer.disabled   service
+    19   opened_r6       review.opened       agent     F5: r6 stays pending (deadline 1 h)
+    20   opened_r7       review.opened       agent     F6
+    21   approve_r7      review.approved     alice     signed, never executed -> stored checkpoint, kept_mid (22)
+    22,23 tail_0/tail_1  key.enrolled        service   keys of two agents     -> kept_end (24), not stored
     """
     from audit import Policy, ReviewService, Signer, open_store
     from audit.entry import statement
@@ -499,13 +522,17 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
 
     clock = FakeClock()
     store = open_store(url, clock=clock)
+    seq: dict[str, int] = {}
     try:
         store.init_log(key_path)
+        seq["log_key"] = 0
         log_signer = read_private_key(key_path)
-        svc = ReviewService(store, signer=log_signer)
+        service_key = Signer.generate()
+        seq["service_key"] = ReviewService(store).enroll_key(SERVICE, service_key.public, actor=SERVICE).seq
+        svc = ReviewService(store, signer=service_key)
         alice_key = Signer.generate()
-        svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice_key.public)
-        svc.enroll_reviewer(BOB, roles=["intern"], tools=["lookup*"])
+        seq["alice_enrolled"] = svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice_key.public).seq
+        seq["bob_enrolled"] = svc.enroll_reviewer(BOB, roles=["intern"], tools=["lookup*"]).seq
         f1 = svc.open_frontier(
             [
                 call("c1", args={"amount": 250, "to": "carol"}, tool_schema=TRANSFER_SCHEMA),
@@ -514,62 +541,75 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
             actor=AGENT,
         )
         r1, r2 = (r.id for r in f1.reviews)
+        seq["opened_r1"], seq["opened_r2"] = (r.opened_seq for r in f1.reviews)
+
+        def signed(kind: str, body: dict[str, Any]) -> dict[str, str]:
+            return alice_key.sign(statement(kind, ALICE, body))
+
         approve_body = {"review": r1, "args_digest": f1.reviews[0].args_digest, "rationale": "known payee"}
-        svc.approve(
-            r1,
-            reviewer=ALICE,
-            rationale="known payee",
-            sig=alice_key.sign(statement("review.approved", ALICE, approve_body)),
+        done = svc.approve(r1, reviewer=ALICE, rationale="known payee", sig=signed("review.approved", approve_body))
+        seq["approve_r1"] = int(done.decision_seq or 0)
+        done = svc.edit(
+            r2, reviewer=BOB, patch=[{"op": "replace", "path": "/account", "value": "ACC-2"}], rationale="typo"
         )
-        svc.edit(r2, reviewer=BOB, patch=[{"op": "replace", "path": "/account", "value": "ACC-2"}], rationale="typo")
-        svc.claim_resume(f1.id, actor=AGENT)
-        svc.record_execution(r1, actor=AGENT, args={"amount": 250, "to": "carol"})
-        svc.record_execution(r2, actor=AGENT, args={"account": "ACC-2"})
+        seq["edit_r2"] = int(done.decision_seq or 0)
+        seq["resume_F1"] = svc.claim_resume(f1.id, actor=AGENT).seq
+        seq["exec_r1"] = svc.record_execution(r1, actor=AGENT, args={"amount": 250, "to": "carol"}).seq
+        seq["exec_r2"] = svc.record_execution(r2, actor=AGENT, args={"account": "ACC-2"}).seq
         f2 = svc.open_frontier(
             [call("c3", args={"amount": 9000, "to": "mallory"})], actor=AGENT, policies=Policy(deadline_seconds=600)
         )
         r3 = f2.reviews[0].id
-        svc.reject(
-            r3,
-            reviewer=ALICE,
-            reason="payee on a watch list",
-            sig=alice_key.sign(statement("review.rejected", ALICE, {"review": r3, "reason": "payee on a watch list"})),
+        seq["opened_r3"] = f2.reviews[0].opened_seq
+        reason = "payee on a watch list"
+        done = svc.reject(
+            r3, reviewer=ALICE, reason=reason, sig=signed("review.rejected", {"review": r3, "reason": reason})
         )
-        svc.claim_resume(f2.id, actor=AGENT)
-        store.checkpoint(log_signer)  # stored, size 13
+        seq["reject_r3"] = int(done.decision_seq or 0)
+        seq["resume_F2"] = svc.claim_resume(f2.id, actor=AGENT).seq
+        store.checkpoint(log_signer)  # stored
         f3 = svc.open_frontier([call("c4")], actor=AGENT, policies=Policy(deadline_seconds=60))
         r4 = f3.reviews[0].id
+        seq["opened_r4"] = f3.reviews[0].opened_seq
         clock.advance(120)
-        assert [r.id for r in svc.expire_due()] == [r4]
+        expired = svc.expire_due()
+        assert [r.id for r in expired] == [r4]
+        seq["expire_r4"] = int(expired[0].decision_seq or 0)
         f4 = svc.open_frontier([call("c5")], actor=AGENT)
         r5 = f4.reviews[0].id
-        svc.withdraw(r5, actor=AGENT, reason="run cancelled")
-        svc.disable_reviewer(BOB, reason="left the team")
+        seq["opened_r5"] = f4.reviews[0].opened_seq
+        seq["withdraw_r5"] = int(svc.withdraw(r5, actor=AGENT, reason="run cancelled").decision_seq or 0)
+        seq["disable_bob"] = svc.disable_reviewer(BOB, reason="left the team").seq
         f5 = svc.open_frontier(
             [call("c6", args={"amount": 5, "to": "dave"})], actor=AGENT, policies=Policy(deadline_seconds=3600)
         )
         r6 = f5.reviews[0].id
+        seq["opened_r6"] = f5.reviews[0].opened_seq
         f6 = svc.open_frontier([call("c7", args={"amount": 7, "to": "erin"})], actor=AGENT)
         r7 = f6.reviews[0].id
+        seq["opened_r7"] = f6.reviews[0].opened_seq
         r7_body = {"review": r7, "args_digest": f6.reviews[0].args_digest, "rationale": ""}
-        svc.approve(r7, reviewer=ALICE, sig=alice_key.sign(statement("review.approved", ALICE, r7_body)))
-        kept_mid = store.checkpoint(log_signer)  # stored too, size 21
-        for n in range(3):
-            svc.enroll_key(f"agent:tail-{n}", Signer.generate().public)
+        seq["approve_r7"] = int(
+            svc.approve(r7, reviewer=ALICE, sig=signed("review.approved", r7_body)).decision_seq or 0
+        )
+        kept_mid = store.checkpoint(log_signer)  # stored as well
+        for n in range(2):
+            seq[f"tail_{n}"] = svc.enroll_key(f"agent:tail-{n}", Signer.generate().public).seq
         kept_end = store.checkpoint(log_signer)
-        # the auditor keeps kept_end; it is not left in the store (the forger would drop it anyway)
         size = store.size()
     finally:
         store.close()
+    # the auditor keeps kept_end; it is not left in the store
     with Db(url) as db:
         db.run(("DELETE FROM signoff_checkpoint WHERE size = ?", (size,)))
-    assert size == 24, size
+    assert list(seq.values()) == list(range(size)), seq
     return {
         "size": size,
+        "seq": seq,
         "log_public_key": log_signer.public,
         "reviews": {"r1": r1, "r2": r2, "r3": r3, "r4": r4, "r5": r5, "r6": r6, "r7": r7},
         "frontiers": {"F1": f1.id, "F2": f2.id, "F3": f3.id, "F4": f4.id, "F5": f5.id, "F6": f6.id},
         "kept_mid": kept_mid.to_json(),
         "kept_end": kept_end.to_json(),
-        "stored_checkpoints": [13, 21],
+        "stored_checkpoints": [seq["resume_F2"] + 1, seq["approve_r7"] + 1],
     }

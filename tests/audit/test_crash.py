@@ -11,6 +11,7 @@ here) with a flush, after the call that made it returned.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -77,10 +78,8 @@ class Zygote:
         reader.start()
         assert ready.wait(30), "the writer never got ready"
         time.sleep(delay)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         status = json.loads(self._read())
         reader.join(10)
         assert not reader.is_alive()

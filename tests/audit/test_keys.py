@@ -18,8 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from audit import NotAllowed, ReviewService, Signer, Store, StoreError, open_store
-from audit import merkle
+from audit import NotAllowed, ReviewService, Signer, Store, StoreError, merkle, open_store
 from audit.entry import statement
 from audit.errors import InvalidEntry, KeyFileError
 from audit.keys import fingerprint, read_private_key, verify_signature
@@ -277,34 +276,46 @@ def test_a_key_enrolled_for_another_actor_is_refused_or_verifies(store: Store) -
     assert report.ok, report.failure
 
 
-def test_service_entries_signed_with_the_log_key_verify(store: Store, key_path: Path) -> None:
-    svc = ReviewService(store, signer=read_private_key(key_path))
-    svc.enroll_reviewer(ALICE, roles=["teller"])
-    svc.disable_reviewer(ALICE, reason="left")
-    for item in list(store.entries())[1:]:
-        assert item.sig is not None and item.sig["key"] == fingerprint(store.public_key)
+def test_service_entries_signed_with_an_enrolled_service_key_verify(
+    store: Store, store_url: str, key_path: Path
+) -> None:
     entry0 = store.entry(0)
     assert entry0.kind == "key.enrolled" and entry0.body["key"] == store.public_key
-    assert entry0.sig is not None and verify_signature(
-        store.public_key, entry0.sig, statement(entry0.kind, entry0.actor, entry0.body)
-    )
+    assert entry0.sig is not None
+    assert verify_signature(store.public_key, entry0.sig, statement(entry0.kind, entry0.actor, entry0.body))
+    service_key = Signer.generate()
+    ReviewService(store).enroll_key("service:signoff", service_key.public, actor="service:signoff")
+    svc = ReviewService(store, signer=service_key)
+    svc.enroll_reviewer(ALICE, roles=["teller"])
+    svc.disable_reviewer(ALICE, reason="left")
+    for item in list(store.entries())[2:]:
+        assert item.sig is not None and item.sig["key"] == service_key.fingerprint
+        assert verify_signature(service_key.public, item.sig, statement(item.kind, item.actor, item.body))
     assert verify_store(store).ok
+    # once an actor has a key, every later entry of theirs is signed: an unsigned one is refused
+    size, before = store.size(), snapshot(store_url)
+    with pytest.raises(NotAllowed, match="expected a signature by service:signoff's enrolled key, found none"):
+        ReviewService(store).enroll_reviewer(BOB, roles=["teller"])
+    assert store.size() == size and snapshot(store_url) == before
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="ReviewService(signer=...) signs service entries with any key (audit/reviews.py _sign) "
-    "without checking it is the log key or a key enrolled for the actor, so it writes entries that "
-    "`audit verify` then reports as tampered ('a key enrolled before this entry')",
+    reason="ReviewService(signer=S) silently writes unsigned service entries when S is not a key "
+    "enrolled for the service actor (audit/reviews.py _signature only signs when "
+    "`self.signer.fingerprint in keys`): passing the log key, or any fresh key, yields no signatures "
+    "and no error. It should sign, or refuse the signer up front",
 )
-def test_service_with_an_unenrolled_signer_is_refused_or_verifies(store: Store) -> None:
-    svc = ReviewService(store, signer=Signer.generate())
+@pytest.mark.parametrize("which", ["log-key", "fresh-key"])
+def test_a_signer_given_to_the_service_is_used_or_refused(store: Store, key_path: Path, which: str) -> None:
+    signer = read_private_key(key_path) if which == "log-key" else Signer.generate()
     try:
-        svc.enroll_reviewer(ALICE, roles=["teller"])
+        svc = ReviewService(store, signer=signer)
+        entry = svc.enroll_reviewer(ALICE, roles=["teller"])
     except (NotAllowed, StoreError, InvalidEntry, ValueError):
-        return  # refusing is a fine answer
-    report = verify_store(store)
-    assert report.ok, report.failure
+        return  # refusing the signer is a fine answer
+    assert entry.sig is not None, "the service was given a signer but wrote an unsigned entry"
+    assert verify_store(store).ok
 
 
 @pytest.mark.xfail(

@@ -36,7 +36,7 @@ def test_change_feed_wakes_waiters_at_once() -> None:
     bumped = time.monotonic()
     feed.bump()
     waiter.join(2)
-    assert woke and woke[0] - bumped < 0.05
+    assert woke and woke[0] - bumped < 0.2
     assert feed.wait(seen, 5) == seen + 1  # already changed: no waiting at all
     started = time.monotonic()
     assert feed.wait(feed.version, 0.2) == seen + 1

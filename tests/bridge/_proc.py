@@ -82,7 +82,9 @@ async def resume(
         if step == crash_at:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    resumer = signoff.resumer(runner, actor=actor, on_step=hook if crash_at else None)
+    # One run at a time, so each child claims one frontier per step and the kills land on
+    # many different frontiers (claims are per frontier whatever the concurrency).
+    resumer = signoff.resumer(runner, actor=actor, on_step=hook if crash_at else None, concurrency=1)
     done = await resumer.run_once()
     signoff.close()
     return [{"frontier": r.frontier, "how": r.how, "session": r.session} for r in done]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _support import REVIEWER, Harness, fc, runs, sequential_agent, single_agent, workflow_agent
+from _support import REVIEWER, Harness, ScriptedLlm, fc, runs, sequential_agent, single_agent, workflow_agent
 
 import bridge
 
@@ -28,7 +28,8 @@ FRONTIER_SCRIPT = [
 async def test_three_gated_and_one_ungated_resume_once(
     order: tuple[int, ...], signoff: bridge.Signoff, runs_file: Path, tmp_path: Path
 ) -> None:
-    h = Harness(signoff, single_agent(FRONTIER_SCRIPT), tmp_path)
+    agent = single_agent(FRONTIER_SCRIPT)
+    h = Harness(signoff, agent, tmp_path)
     await h.start()
     pending = {r.call.call_id: r for r in signoff.reviews.pending()}
     assert sorted(pending) == ["call-a", "call-b", "call-c"]
@@ -66,6 +67,8 @@ async def test_three_gated_and_one_ungated_resume_once(
     for item in seen:
         by_name.setdefault(item["name"], []).append(item["response"])
     assert by_name["lookup"] == [{"answer": "about rates"}]  # the ungated result reached the model
+    assert isinstance(agent.model, ScriptedLlm)
+    assert len(agent.model.requests) == 2  # the pause and one answer: no extra model call
     assert "keep acct-c open" in json.dumps(by_name["close_account"])
     assert await resumer.run_once() == []
 

@@ -52,6 +52,14 @@ def test_pause_decide_resume_in_another_process(
     assert review.call.session == paused["session"]
     svc.edit(review.id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": 50}])
 
+    # The session service kept the plugin's stamp binding the paused call to its review.
+    session = asyncio.run(
+        session_service(sessions).get_session(app_name="bank", user_id="u1", session_id=paused["session"])
+    )
+    assert session is not None
+    stamps = [e.custom_metadata["signoff"] for e in session.events if (e.custom_metadata or {}).get("signoff")]
+    assert stamps and stamps[0]["reviews"] == {review.call.confirmation_id: review.id}
+
     resumed = _run("resume", store_url, sessions)
     assert isinstance(resumed, list) and [r["how"] for r in resumed] == ["sent"]
     [ran] = runs(runs_file)

@@ -102,3 +102,19 @@ async def test_review_whose_pause_never_reached_the_session_is_left_unclaimed(
     assert not signoff.reviews.frontier(orphan.frontier).resumed
     assert [r["args"]["to"] for r in runs(runs_file)] == ["acct-1"]
     signoff.close()
+
+
+async def test_many_frontiers_resume_concurrently(sqlite_url: str, runs_file: Path, tmp_path: Path) -> None:
+    signoff = bridge.Signoff(sqlite_url)
+    sessions = []
+    for i in range(3):
+        h = Harness(signoff, single_agent(transfer_script(amount=i + 1, to=f"acct-{i}")), tmp_path)
+        await h.start()
+        sessions.append(h.session_id)
+    for review in signoff.reviews.pending():
+        signoff.reviews.approve(review.id, reviewer=REVIEWER)
+    done = await signoff.resumer(h.runner, concurrency=3).run_once()
+    assert sorted(d.session for d in done) == sorted(sessions)
+    assert sorted(r["args"]["amount"] for r in runs(runs_file)) == [1, 2, 3]
+    assert_bound(signoff.store)
+    signoff.close()

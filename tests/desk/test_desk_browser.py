@@ -250,6 +250,23 @@ def test_review_appears_in_the_queue_live_and_leaves_when_decided(alice: Any, de
     row.wait_for(state="detached", timeout=10_000)
 
 
+def test_review_page_says_when_someone_else_decided(alice: Any, demo: Demo) -> None:
+    marker = "elsewhere-" + secrets.token_hex(3)
+    demo.propose(("send_email", {"to": "x@example.com", "subject": marker, "body": "b"}))
+    review = demo.review_with(marker)
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    alice.wait_for_timeout(300)  # the page's SSE connection is open
+    from audit import ReviewService, open_store
+
+    store = open_store(demo.store_url)
+    ReviewService(store).reject(review.id, reviewer="human:" + demo.email, reason="decided in another tab")
+    store.close()
+    banner = alice.locator("#closed-live")
+    banner.wait_for(state="visible", timeout=10_000)
+    assert "just rejected" in banner.inner_text()
+    assert alice.locator("#approve-btn").is_disabled()
+
+
 def test_approve_then_the_tool_runs(alice: Any, demo: Demo) -> None:
     marker = "approve-" + secrets.token_hex(3)
     demo.propose(

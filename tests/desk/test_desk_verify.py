@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import Env
+from deskkit import Env
 
 from audit import merkle
 from desk.verify import CompactRange, IncrementalVerifier, verify_consistency

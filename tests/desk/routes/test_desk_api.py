@@ -6,7 +6,7 @@ import base64
 import threading
 import time
 
-from conftest import ALICE, BOB, CAROL, Env
+from deskkit import ALICE, BOB, CAROL, Env
 from fastapi.testclient import TestClient
 
 from audit import digest
@@ -21,7 +21,7 @@ def test_api_needs_a_token(env: Env, client: TestClient) -> None:
 
 
 def test_session_cookie_is_not_an_api_credential(env: Env, client: TestClient) -> None:
-    from conftest import sign_in
+    from deskkit import sign_in
 
     sign_in(client)
     assert client.get("/api/reviews").status_code == 401
@@ -262,9 +262,13 @@ def test_verification_badge(env: Env, client: TestClient) -> None:
     env.open()
     client.post("/api/checkpoints", headers=env.bearer())
     env.open()
-    v = client.get("/api/verification", headers=env.bearer()).json()
+    v = client.get("/api/verification?wait=20", headers=env.bearer()).json()
     size = env.desk.store.size()
-    assert v == {"ok": True, "verified_upto": size - 1, "size": size, "checkpoint_size": size - 1, "error": None}
+    assert v["ok"] is True and v["verified_upto"] == size - 1 and v["checkpoint_size"] == size - 1
+    rules = v["rules"]
+    # audit's own verifier ran incrementally: the entries before the checkpoint were proven by its root.
+    assert rules["ok"] is True and rules["verified_upto"] == size - 1 and rules["checked_from"] == size - 1
+    assert rules["checkpoint_size"] == size - 1
 
 
 def test_openapi_documents_the_api(env: Env, client: TestClient) -> None:
@@ -287,3 +291,30 @@ def test_openapi_documents_the_api(env: Env, client: TestClient) -> None:
     docs = client.get("/api/docs")
     assert docs.status_code == 200 and "/api/reviews/{review_id}/approve" in docs.text
     assert "cdn" not in docs.text.lower() and '<script src="http' not in docs.text
+
+
+def test_listing_follows_every_log_change(env: Env, client: TestClient) -> None:
+    """The queue cache is keyed by log size: a decision or a new review shows at once."""
+    a = env.open()[0]
+    assert [i["id"] for i in client.get("/api/reviews", headers=env.bearer()).json()["items"]] == [a.id]
+    env.svc.approve(a.id, reviewer=CAROL)  # decided outside this desk process
+    assert client.get("/api/reviews", headers=env.bearer()).json() == {
+        "items": [],
+        "total": 0,
+        "limit": 50,
+        "offset": 0,
+    }
+    b = env.open()[0]
+    assert [i["id"] for i in client.get("/api/reviews", headers=env.bearer()).json()["items"]] == [b.id]
+
+
+def test_signing_a_checkpoint_needs_the_log_key(env: Env) -> None:
+    from desk.app import create_app
+
+    app = create_app(env.url, access_log=False)  # no key_path
+    app.state.desk.accounts = env.desk.accounts
+    with TestClient(app) as c:
+        r = c.post("/api/checkpoints", headers=env.bearer())
+        assert r.status_code == 409 and "without the log's key" in r.json()["detail"]
+        assert c.get("/", follow_redirects=False).headers["location"] == "/queue"
+    app.state.desk.store.close()

@@ -6,7 +6,7 @@ import json
 import logging
 
 import pytest
-from conftest import Env
+from deskkit import Env
 from fastapi.testclient import TestClient
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ALICE, BOB, CAROL, PASSWORD, Env, csrf_of, sign_in
+from deskkit import ALICE, BOB, CAROL, PASSWORD, Env, csrf_of, sign_in
 from fastapi.testclient import TestClient
 
 
@@ -209,9 +209,9 @@ def test_review_page_shows_everything(env: Env, client: TestClient) -> None:
 
 @pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
 def test_approve_edit_reject_through_forms(store_url: str, tmp_path: object) -> None:
-    from conftest import _make_env
+    from deskkit import make_env
 
-    env = _make_env(store_url, tmp_path)  # type: ignore[arg-type]
+    env = make_env(store_url, tmp_path)  # type: ignore[arg-type]
     with TestClient(env.app) as client:
         _decide_through_forms(env, client)
     env.desk.store.close()

@@ -1,0 +1,52 @@
+"""Reads of the review projection, cached per log size.
+
+Every change to a review (and to a reviewer) is a log entry written in the same
+transaction as the projection it changes (DESIGN.md, "The record"), so while the log's size
+is unchanged those reads are too. Each lookup still reads the size (one indexed row), so
+replicas sharing a database never serve a stale page.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LogCache:
+    def __init__(self, store: Any, max_items: int = 256) -> None:
+        self.store = store
+        self.max_items = max_items
+        self._items: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, key: Hashable, load: Callable[[], T]) -> T:
+        size = self.store.size()  # read first: a loaded value can only be newer than its key
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] == size:
+                self._items.move_to_end(key)
+                value: T = hit[1]
+                return value
+        value = load()
+        with self._lock:
+            self._items[key] = (size, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+        return value
+
+    def pending(
+        self, svc: Any, *, tool: str | None, agent: str | None, limit: int, offset: int
+    ) -> tuple[list[Any], int]:
+        """(pending reviews oldest first, total pending with these filters)."""
+        return self.read(
+            ("pending", tool, agent, limit, offset),
+            lambda: (
+                svc.pending(tool=tool, agent=agent, limit=limit, offset=offset),
+                svc.count_pending(tool=tool, agent=agent),
+            ),
+        )

@@ -1,0 +1,124 @@
+"""Shared test kit for the desk: enrolled reviewers with passwords and API tokens, an app on
+a store, sign-in through the form, and a helper that opens reviews the way the bridge does."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from audit import CallSpec, Policy, ReviewService, open_store  # noqa: E402
+
+ALICE = "human:alice@example.org"  # finance + ops, every tool
+BOB = "human:bob@example.org"  # ops only, send_* tools only
+CAROL = "human:carol@example.org"  # finance
+PASSWORD = "correct horse battery"
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"amount": {"type": "number"}, "to": {"type": "string"}, "memo": {"type": "string"}},
+    "required": ["amount", "to"],
+}
+
+_n = iter(range(1_000_000))
+
+
+@dataclass
+class Env:
+    url: str
+    key: Path
+    app: Any
+    svc: ReviewService
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def desk(self) -> Any:
+        return self.app.state.desk
+
+    def open(
+        self,
+        tool: str = "transfer",
+        args: dict[str, Any] | None = None,
+        *,
+        role: str | None = "finance",
+        deadline: float | None = 600,
+        payload: Any = None,
+        schema: dict[str, Any] | None = SCHEMA,
+        hint: str = "Send the money?",
+        agent: str = "teller",
+        n: int = 1,
+        context: dict[str, str] | None = None,
+    ) -> list[Any]:
+        """Open one frontier of ``n`` calls; return its reviews."""
+        i = next(_n)
+        specs = [
+            CallSpec(
+                app="bank",
+                user="u1",
+                session=f"s{i}",
+                invocation=f"inv{i}",
+                confirmation_id=f"conf{i}-{k}",
+                call_id=f"call{i}-{k}",
+                tool=tool,
+                args=args if args is not None else {"amount": 10 + k, "to": "acct-1"},
+                hint=hint,
+                payload=payload,
+                agent=agent,
+                node_path=f"{agent}/{tool}",
+                context=context if context is not None else {"user": "pay acct-1", "model": "I'll pay."},
+                tool_description="Transfer money.",
+                tool_schema=schema,
+            )
+            for k in range(n)
+        ]
+        front = self.svc.open_frontier(
+            specs, actor=f"agent:{agent}", policies=Policy(role=role, deadline_seconds=deadline)
+        )
+        return list(front.reviews)
+
+    def bearer(self, who: str = ALICE) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+
+def make_env(url: str, tmp_path: Path) -> Env:
+    from desk.app import create_app
+
+    key = tmp_path / "log.key"
+    store = open_store(url)
+    store.init_log(key)
+    svc = ReviewService(store)
+    svc.enroll_reviewer(ALICE, roles=["finance", "ops"], tools=["*"])
+    svc.enroll_reviewer(BOB, roles=["ops"], tools=["send_*"])
+    svc.enroll_reviewer(CAROL, roles=["finance"], tools=[])
+    store.close()
+    app = create_app(url, key, access_log=False)
+    env = Env(url=url, key=key, app=app, svc=app.state.desk.svc)
+    for who in (ALICE, BOB, CAROL):
+        env.desk.accounts.set_password(who, PASSWORD, must_change=False)
+        env.tokens[who] = env.desk.accounts.new_token(who, "test")
+    return env
+
+
+CSRF_RE = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def csrf_of(html: str) -> str:
+    m = CSRF_RE.search(html)
+    assert m, "no CSRF field on the page"
+    return m.group(1)
+
+
+def sign_in(c: TestClient, who: str = ALICE, password: str = PASSWORD) -> str:
+    """Sign in through the form; return the session's CSRF token."""
+    page = c.get("/signin")
+    r = c.post("/signin", data={"csrf": csrf_of(page.text), "email": who.split(":", 1)[1], "password": password})
+    assert r.status_code == 200 and r.url.path == "/queue", (r.status_code, r.text[:500])
+    return csrf_of(r.text)

@@ -1,0 +1,135 @@
+"""Live updates (desk/sse.py) across processes: an agent in another process opens a review and
+a reviewer decides it; a browser connected to ``desk serve`` hears both over SSE at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from audit import CallSpec, Policy, ReviewService, open_store
+from desk.sse import event_of
+
+ROOT = Path(__file__).resolve().parents[2]
+REVIEWER = "human:sse@example.org"
+
+
+def test_event_of_keeps_only_ids_and_short_strings() -> None:
+    class E:
+        seq, at, actor, kind = 3, "2026-01-01T00:00:00Z", "agent:x", "review.opened"
+        body = {
+            "review": "rv_1",
+            "frontier": "fr_1",
+            "deadline": None,
+            "call": {"tool": "t", "agent": "a", "args": {"secret": "x" * 1000}},
+        }
+
+    ev = event_of(E())
+    assert ev == {
+        "type": "opened",
+        "seq": 3,
+        "review": "rv_1",
+        "frontier": "fr_1",
+        "tool": "t",
+        "agent": "a",
+        "opened_at": "2026-01-01T00:00:00Z",
+        "deadline": None,
+    }
+    E.kind, E.actor = "review.rejected", "human:bob@example.org"
+    assert event_of(E())["type"] == "closed"
+    E.kind = "tool.executed"
+    assert event_of(E()) is None
+
+
+def test_sse_across_processes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'signoff.db'}"
+    store = open_store(url)
+    store.init_log(tmp_path / "log.key")
+    svc = ReviewService(store)
+    svc.enroll_reviewer(REVIEWER, roles=["ops"])
+    from desk.auth import Accounts
+    from desk.db import make_engine
+
+    Accounts(make_engine(url), store.log_id).set_password(REVIEWER, "sse password 1", must_change=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "desk", "serve", "--store", url, "--port", str(port), "--quiet"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(base + "/healthz", timeout=0.3).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < end and proc.poll() is None
+                time.sleep(0.05)
+        c = httpx.Client(base_url=base, timeout=10)
+        page = c.get("/signin")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+        c.post("/signin", data={"csrf": csrf, "email": "sse@example.org", "password": "sse password 1"})
+        events: list[tuple[float, dict[str, object]]] = []
+        ready = threading.Event()
+
+        def listen() -> None:
+            with c.stream("GET", "/events", timeout=15) as r:
+                assert r.headers["content-type"].startswith("text/event-stream")
+                name = ""
+                for line in r.iter_lines():
+                    if line.startswith("event: "):
+                        name = line[7:]
+                        if name == "hello":
+                            ready.set()
+                    elif line.startswith("data: ") and name in ("opened", "closed"):
+                        events.append((time.monotonic(), json.loads(line[6:])))
+                        if name == "closed":
+                            return
+
+        t = threading.Thread(target=listen, daemon=True)
+        t.start()
+        assert ready.wait(10)
+        spec = CallSpec(
+            app="a",
+            user="u",
+            session="s",
+            invocation="i",
+            confirmation_id="c",
+            call_id="k",
+            tool="send_email",
+            args={"to": "x"},
+            agent="mailer",
+        )
+        opened_at = time.monotonic()
+        review = svc.open_frontier([spec], actor="agent:mailer", policies=Policy(role="ops")).reviews[0]
+        time.sleep(0.2)
+        closed_at = time.monotonic()
+        svc.reject(review.id, reviewer=REVIEWER, reason="no")
+        t.join(10)
+        assert [e["type"] for _, e in events] == ["opened", "closed"]
+        assert events[0][1]["review"] == review.id and events[0][1]["tool"] == "send_email"
+        assert events[1][1] == {**events[1][1], "review": review.id, "status": "rejected", "actor": REVIEWER}
+        assert events[0][0] - opened_at < 1.0 and events[1][0] - closed_at < 1.0  # push, not slow polling
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        store.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])
