@@ -138,19 +138,27 @@ def canonical(value: Any) -> bytes:
 
 
 def decode(raw: bytes, what: str = "input") -> Any:
-    """Parse JSON bytes as strict UTF-8 I-JSON, refusing NaN/Infinity literals and bad UTF-8."""
+    """Parse JSON bytes as strict I-JSON (RFC 7493): UTF-8, no NaN/Infinity, safe integers,
+    no lone surrogates, no duplicate keys. A refused value is named by its JSON path."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CanonicalFormError("$", f"expected UTF-8 {what}, found an invalid byte at offset {exc.start}") from None
 
-    def _refuse(name: str) -> Any:
-        raise CanonicalFormError("$", f"expected a finite number, found {name}")
+    def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise CanonicalFormError("$", f"expected unique object keys (RFC 7493 §2.3), found {key!r} twice")
+            out[key] = value
+        return out
 
     try:
-        return json.loads(text, parse_constant=_refuse)
+        value = json.loads(text, parse_constant=float, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         raise CanonicalFormError("$", f"expected JSON {what}, found a syntax error: {exc}") from None
+    check(value)
+    return value
 
 
 def _no_constant(name: str) -> Any:
@@ -168,10 +176,15 @@ class _Decoder(threading.local):
         self.saw_float = True
         return float(text)
 
-    def _int(self, text: str) -> int:
-        if len(text) > 15:  # may lie outside ±(2^53−1): let rfc8785 judge
+    def _int(self, text: str) -> int | float:
+        number = int(text)
+        if len(text) > 15:  # may lie outside ±(2^53−1): the slow path decides
             self.saw_float = True
-        return int(text)
+            if not -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER:
+                # I-JSON numbers are doubles; RFC 8785 §3.2.2.3 writes a whole double such as 1e16
+                # as the literal 10000000000000000. Read it back as that double.
+                return float(text)
+        return number
 
 
 _DECODER = _Decoder()

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
+
 from audit import merkle
 from audit.entry import Entry, parse_hash
 from audit.errors import AuditError, ReviewError, UnusableInput
@@ -93,7 +95,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             raise UnusableInput(f"{path}: expected an exported JSONL file, found nothing there")
         report = verify_file(path, against=against, pinned_key=args.log_key)
     else:
-        store = open_store(args.store)
+        store = open_store(args.store, create=False)
         report = verify_store(
             store,
             against=against,
@@ -105,7 +107,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     for item in store.entries(
         kind=args.kind, review=args.review, actor=args.actor, newest_first=args.newest, limit=args.limit
     ):
@@ -114,7 +116,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     if args.target.isdigit():
         print(json.dumps(store.entry(int(args.target)).to_json(), indent=2, ensure_ascii=False))
         return 0
@@ -130,7 +132,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     out = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
     try:
         for _seq, _hash, raw in store.iter_raw():
@@ -142,7 +144,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     point = store.checkpoint(args.key)
     text = json.dumps(point.to_json(), indent=2)
     if args.output:
@@ -168,7 +170,7 @@ def inclusion_bundle(store: Store, seq: int, size: int | None = None) -> dict[st
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     bundle = inclusion_bundle(store, args.seq, args.size)
     merkle.verify_inclusion(
         parse_hash(bundle["leaf"]),
@@ -182,7 +184,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def cmd_consistency(args: argparse.Namespace) -> int:
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)
     old = load_checkpoint(Path(args.old))
     if old.log != store.log_id:
         raise UnusableInput(f"{args.old}: expected a checkpoint of log {store.log_id}, found log {old.log}")
@@ -213,7 +215,7 @@ def cmd_consistency(args: argparse.Namespace) -> int:
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    service = ReviewService(open_store(args.store))
+    service = ReviewService(open_store(args.store, create=False))
     for review in service.pending(tool=args.tool, limit=args.limit):
         deadline = review.deadline.isoformat() if review.deadline else "-"
         print(
@@ -224,8 +226,8 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    service = ReviewService(open_store(args.store))
-    actor = args.reviewer if args.reviewer.startswith(("human:", "agent:", "service:")) else f"human:{args.reviewer}"
+    service = ReviewService(open_store(args.store, create=False))
+    actor = _human(args.reviewer)
     if args.decision == "approve":
         review = service.approve(args.review, reviewer=actor, rationale=args.rationale or "")
     elif args.decision == "edit":
@@ -240,9 +242,17 @@ def cmd_decide(args: argparse.Namespace) -> int:
     return 0
 
 
+def _human(name: str) -> str:
+    """``alice@example.org`` → ``human:alice@example.org``; another actor prefix is refused."""
+    prefix = name.split(":", 1)[0] if ":" in name else ""
+    if prefix in ("agent", "service", "log"):
+        raise ReviewError(f"reviewer: expected a human: actor (an e-mail), found {name!r}")
+    return name if prefix == "human" else f"human:{name}"
+
+
 def cmd_enroll(args: argparse.Namespace) -> int:
-    service = ReviewService(open_store(args.store))
-    reviewer = args.reviewer if args.reviewer.startswith("human:") else f"human:{args.reviewer}"
+    service = ReviewService(open_store(args.store, create=False))
+    reviewer = _human(args.reviewer)
     item = service.enroll_reviewer(reviewer, roles=args.role, tools=args.tools or [], key=args.public_key)
     print(f"enrolled {reviewer} with roles {args.role} at seq {item.seq}")
     return 0
@@ -345,6 +355,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except AuditError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except DBAPIError as exc:
+        print(
+            f"error: the database refused: expected a working store at {args.store}, found {exc.orig}", file=sys.stderr
+        )
         return 2
     except BrokenPipeError:
         return 0

@@ -28,18 +28,23 @@ def encode_public(key: Ed25519PublicKey) -> str:
 
 
 def decode_public(text: str) -> Ed25519PublicKey:
-    if not text.startswith("ed25519:"):
+    if not isinstance(text, str) or not text.startswith("ed25519:"):
         raise ValueError(f"expected a public key 'ed25519:<base64>', found {text[:40]!r}")
     try:
         raw = base64.b64decode(text[len("ed25519:") :], validate=True)
+        if len(raw) != 32:
+            raise ValueError(f"{len(raw)} bytes")
         return Ed25519PublicKey.from_public_bytes(raw)
     except ValueError as exc:
         raise ValueError(f"expected 32 raw Ed25519 public key bytes in base64, found {text[:60]!r}") from exc
 
 
 def fingerprint(public: str) -> str:
-    """``ed25519:<hex SHA-256 of the raw public key>`` for a key written by :func:`encode_public`."""
-    raw = base64.b64decode(public[len("ed25519:") :])
+    """``ed25519:<hex SHA-256 of the raw public key>`` for a key written by :func:`encode_public`.
+
+    Raises ValueError unless ``public`` is 32 raw Ed25519 bytes in base64.
+    """
+    raw = decode_public(public).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return "ed25519:" + hashlib.sha256(raw).hexdigest()
 
 

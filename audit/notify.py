@@ -76,6 +76,7 @@ def sqlite_watcher(path: str) -> Callable[[ChangeFeed, threading.Event], None]:
         conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         try:
             last = conn.execute("PRAGMA data_version").fetchone()[0]
+            feed.bump()  # a commit before this first read would otherwise go unseen
             while not stop.is_set():
                 if not feed.wanted.wait(timeout=1.0):
                     continue

@@ -21,7 +21,7 @@ from sqlmodel import col
 
 from audit import rules
 from audit.canonical import check, digest
-from audit.entry import OUTCOMES, Entry, check_actor, format_time, parse_time, statement
+from audit.entry import OUTCOMES, Entry, check_actor, format_time, parse_time
 from audit.errors import (
     DuplicateReview,
     InvalidEntry,
@@ -31,7 +31,7 @@ from audit.errors import (
     UnknownFrontier,
     UnknownReview,
 )
-from audit.keys import Signer, fingerprint, verify_signature
+from audit.keys import Signer, decode_public, fingerprint
 from audit.schema import check_args
 from audit.store import Store, Tx
 from audit.tables import FrontierRow, KeyRow, ReviewerRow, ReviewRow
@@ -215,8 +215,16 @@ class ReviewService:
     """Review operations over a :class:`Store`. Thread-safe; one instance per process is enough."""
 
     def __init__(self, store: Store, *, signer: Signer | None = None) -> None:
+        """``signer`` signs the entries of every actor its key is enrolled for (see :meth:`enroll_key`)."""
         self.store = store
         self.signer = signer
+        if signer is not None and not any(
+            fp == signer.fingerprint and owner.startswith("service:") for fp, owner in store.key_owners()
+        ):
+            raise NotAllowed(
+                f"signer: expected a key enrolled on the log for a service: actor, found {signer.fingerprint} "
+                "not enrolled for one (enroll it first: ReviewService(store).enroll_key('service:signoff', key))"
+            )
 
     # -- helpers inside a transaction --------------------------------------------------
 
@@ -232,28 +240,7 @@ class ReviewService:
     def _signature(
         self, tx: Tx, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None
     ) -> dict[str, str] | None:
-        """The entry's signature, checked in its transaction.
-
-        An actor with an enrolled key signs every later entry (a forger cannot drop a
-        signature). A given ``sig`` must verify against a key enrolled for the actor;
-        otherwise this service signs with its ``signer`` when that key is the actor's.
-        """
-        keys = {
-            row.fingerprint: row.public_key for row in tx.conn.execute(_ACTOR_KEYS, {"log": tx.log, "actor": actor})
-        }
-        message = statement(kind, actor, body)
-        if sig is None and self.signer is not None and self.signer.fingerprint in keys:
-            sig = self.signer.sign(message)
-        if sig is None:
-            if keys:
-                raise NotAllowed(f"sig: expected a signature by {actor}'s enrolled key, found none")
-            return None
-        public = keys.get(str(sig.get("key")))
-        if public is None:
-            raise NotAllowed(f"sig.key: expected a key enrolled for {actor}, found {sig.get('key')!r}")
-        if not verify_signature(public, sig, message):
-            raise NotAllowed(f"sig.value: expected a valid Ed25519 signature by {sig.get('key')}, found an invalid one")
-        return sig
+        return tx.signature(actor, kind, body, sig, self.signer)
 
     def _close(
         self, tx: Tx, row: Any, entry: Entry, status: str, final_args: dict[str, Any] | None, final_digest: str | None
@@ -300,12 +287,21 @@ class ReviewService:
                     raise InvalidEntry(f"calls[{index}].{name}: expected a non-empty string, found {value!r}")
             if not isinstance(call.args, dict):
                 raise InvalidEntry(f"calls[{index}].args: expected a JSON object, found {type(call.args).__name__}")
+            check(call.args, f"$.calls[{index}].args")
             policy = per_call[index]
             if policy.deadline_seconds is not None and not policy.deadline_seconds > 0:
                 raise InvalidEntry(f"policies[{index}].deadline_seconds: expected > 0, found {policy.deadline_seconds}")
             call_json = call.to_json()
             check(call_json, f"$.calls[{index}]")
             bodies.append((call, call_json, policy))
+        seen: dict[tuple[str, str, str], int] = {}
+        for index, (call, _json, _policy) in enumerate(bodies):
+            first = seen.setdefault((call.app, call.session, call.confirmation_id), index)
+            if first != index:
+                raise DuplicateReview(
+                    f"calls[{index}].confirmation_id: expected a new paused call, found "
+                    f"{call.confirmation_id!r} already at calls[{first}]"
+                )
         frontier_id = "fr_" + secrets.token_hex(8)
 
         def work(tx: Tx) -> str:
@@ -474,7 +470,7 @@ class ReviewService:
                     col(ReviewRow.log) == tx.log,
                     col(ReviewRow.status) == "pending",
                     col(ReviewRow.deadline).is_not(None),
-                    col(ReviewRow.deadline) <= tx.at,
+                    col(ReviewRow.deadline) <= at,
                 )
                 .order_by(col(ReviewRow.opened_seq))
             ).all()
@@ -559,8 +555,8 @@ class ReviewService:
             raise InvalidEntry("roles: expected at least one role, found none")
         body: dict[str, Any] = {"reviewer": reviewer, "roles": role_list, "tools": [str(t) for t in tools]}
         if key is not None:
+            decode_public(key)
             body["key"] = key
-            fingerprint(key)
 
         def work(tx: Tx) -> Entry:
             self._check_admin(tx, actor)
@@ -578,33 +574,23 @@ class ReviewService:
                     insert(ReviewerRow), {"log": tx.log, "id": reviewer, "enrolled_seq": entry.seq, **values}
                 )
             if key is not None:
-                self._insert_key(tx, reviewer, key, entry.seq)
+                tx.conn.execute(
+                    insert(KeyRow),
+                    {"log": tx.log, "fingerprint": fingerprint(key), "actor": reviewer, "public_key": key,
+                     "enrolled_seq": entry.seq},
+                )  # fmt: skip
             return entry
 
         return self.store.transact(work)
 
-    def _insert_key(self, tx: Tx, owner: str, key: str, seq: int) -> None:
-        fp = fingerprint(key)
-        known = tx.conn.execute(_ACTOR_KEYS, {"log": tx.log, "actor": owner}).all()
-        if any(row.fingerprint == fp for row in known):
-            raise InvalidEntry(f"key: expected a key not yet enrolled for {owner}, found {fp} enrolled already")
-        tx.conn.execute(
-            insert(KeyRow), {"log": tx.log, "fingerprint": fp, "actor": owner, "public_key": key, "enrolled_seq": seq}
-        )
-
     def enroll_key(self, owner: str, key: str, *, actor: str = SERVICE) -> Entry:
-        """``key.enrolled``: bind a public Ed25519 key to an actor, so their signatures verify."""
-        check_actor(owner, "body.actor")
+        """``key.enrolled``: bind a public Ed25519 key to an actor; from then on it signs its entries."""
         check_actor(actor)
-        fingerprint(key)
-        body = {"actor": owner, "key": key, "alg": "Ed25519"}
 
         def work(tx: Tx) -> Entry:
             if actor != owner:
                 self._check_admin(tx, actor)
-            entry = tx.append(actor, "key.enrolled", body, self._signature(tx, actor, "key.enrolled", body))
-            self._insert_key(tx, owner, key, entry.seq)
-            return entry
+            return tx.enroll_key(actor, owner, key, signer=self.signer)
 
         return self.store.transact(work)
 

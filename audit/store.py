@@ -20,17 +20,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import SQLModel
 
 from audit import entry as entries
 from audit import merkle
-from audit.canonical import canonical, decode
+from audit.canonical import canonical, check, decode
 from audit.entry import Entry, format_hash, format_time, parse_hash
-from audit.errors import AppendConflict, LogExists, LogNotFound, StoreError
-from audit.keys import Signer, read_private_key, verify_signature, write_private_key
+from audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, NotAllowed, StoreError
+from audit.keys import Signer, decode_public, fingerprint, read_private_key, verify_signature, write_private_key
 from audit.notify import ChangeFeed, postgres_watcher, sqlite_watcher
 from audit.tables import CheckpointRow, EntryRow, KeyRow, LogRow
 
@@ -38,6 +38,12 @@ T = TypeVar("T")
 READ_CHUNK = 2000
 APPEND_ATTEMPTS = 8
 HASH_SIZE = 32
+
+_ACTOR_KEYS = select(KeyRow.fingerprint, KeyRow.public_key).where(  # type: ignore[call-overload]
+    KeyRow.log == bindparam("log"), KeyRow.actor == bindparam("actor")
+)
+# Kinds that only ReviewService may write: their rules need the review projection.
+SERVICE_KINDS = frozenset(entries.KINDS - {"key.enrolled"})
 
 # The append hot path speaks the driver's own SQL on the transaction's DBAPI cursor:
 # building, compiling and wrapping SQLAlchemy statements cost more than the statements.
@@ -125,6 +131,61 @@ class Tx:
         self.appended.append(item)
         return item
 
+    def signature(
+        self,
+        actor: str,
+        kind: str,
+        body: dict[str, Any],
+        sig: dict[str, str] | None = None,
+        signer: Signer | None = None,
+    ) -> dict[str, str] | None:
+        """The entry's signature, checked in its transaction.
+
+        An actor with an enrolled key signs every later entry, so a forger cannot drop a
+        signature. A given ``sig`` must verify against a key enrolled for the actor;
+        otherwise ``signer`` signs when its key is enrolled for the actor.
+        """
+        keys = {row[0]: row[1] for row in self.conn.execute(_ACTOR_KEYS, {"log": self.log, "actor": actor})}
+        message = entries.statement(kind, actor, body)
+        if sig is None and signer is not None and signer.fingerprint in keys:
+            sig = signer.sign(message)
+        if sig is None:
+            if keys:
+                raise NotAllowed(f"sig: expected a signature by {actor}'s enrolled key, found none")
+            return None
+        public = keys.get(str(sig.get("key")))
+        if public is None:
+            raise NotAllowed(f"sig.key: expected a key enrolled for {actor}, found {sig.get('key')!r}")
+        if not verify_signature(public, sig, message):
+            raise NotAllowed(f"sig.value: expected a valid Ed25519 signature by {sig.get('key')}, found an invalid one")
+        return sig
+
+    def enroll_key(
+        self,
+        actor: str,
+        owner: str,
+        key: str,
+        sig: dict[str, str] | None = None,
+        signer: Signer | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> Entry:
+        """``key.enrolled``: bind a public Ed25519 key to ``owner``; from now on ``owner`` signs its entries.
+
+        ``actor`` is the owner itself or a ``service:`` (ReviewService also lets an admin enroll).
+        """
+        entries.check_actor(owner, "body.actor")
+        decode_public(key)
+        fp = fingerprint(key)
+        if any(row[0] == fp for row in self.conn.execute(_ACTOR_KEYS, {"log": self.log, "actor": owner})):
+            raise InvalidEntry(f"key: expected a key not yet enrolled for {owner}, found {fp} enrolled already")
+        body = body if body is not None else {"actor": owner, "key": key, "alg": "Ed25519"}
+        entry = self.append(actor, "key.enrolled", body, self.signature(actor, "key.enrolled", body, sig, signer))
+        self.conn.execute(
+            insert(KeyRow),
+            {"log": self.log, "fingerprint": fp, "actor": owner, "public_key": key, "enrolled_seq": entry.seq},
+        )
+        return entry
+
 
 def _subject(body: dict[str, Any]) -> str | None:
     """What an entry is about, for the subject index: a review, frontier, reviewer or actor."""
@@ -138,7 +199,7 @@ def _subject(body: dict[str, Any]) -> str | None:
 class Store:
     """A log in a database named by one URL (``sqlite:///file.db`` or ``postgresql://…``)."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None, create: bool = True) -> None:
         self.url = url
         self.clock = clock or (lambda: datetime.now(UTC))
         parsed = make_url(url)
@@ -147,6 +208,8 @@ class Store:
             database = parsed.database or ""
             if not database or database == ":memory:":
                 raise StoreError(f"store URL: expected a SQLite file (sqlite:///path.db), found {url!r}")
+            if not create and not Path(database).exists():
+                raise LogNotFound(f"store {url}: expected a SQLite file at {database}, found none (run `audit init`)")
             Path(database).parent.mkdir(parents=True, exist_ok=True)
             self.write_engine = _sqlite_engine(url, write=True)
             self.read_engine = _sqlite_engine(url, write=False)
@@ -160,11 +223,15 @@ class Store:
         else:
             raise StoreError(f"store URL: expected sqlite:/// or postgresql://, found {url!r}")
         try:
-            SQLModel.metadata.create_all(self.write_engine)
+            with self.write_engine.begin() as conn:
+                if self.backend == "postgresql":  # processes opening a new database at once take turns
+                    conn.execute(text("SELECT pg_advisory_xact_lock(727001)"))
+                SQLModel.metadata.create_all(conn)
         except OperationalError as exc:
             raise StoreError(f"store {_safe(url)}: expected a reachable database, found {exc.orig}") from None
         self._sql = _SQL[self.backend]
-        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._kept: Connection | None = None
         self._log: LogInfo | None = None
         self._compact_cache: tuple[int, str, merkle.CompactRange] | None = None
 
@@ -192,6 +259,8 @@ class Store:
                 sig=signer.sign(entries.statement("key.enrolled", f"log:{log_id}", body)),
             )
             with self.write_engine.begin() as conn:
+                if self.backend == "postgresql":  # two racing inits: the second waits, then sees the first log
+                    conn.execute(text("LOCK TABLE signoff_log IN EXCLUSIVE MODE"))
                 if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
                     raise LogExists(f"store {_safe(self.url)}: expected an empty store, found a log already")
                 conn.execute(insert(LogRow), {"id": log_id, "created_at": created, "public_key": signer.public})
@@ -297,8 +366,7 @@ class Store:
         last: Exception | None = None
         for _ in range(APPEND_ATTEMPTS):
             try:
-                conn = self._writer()
-                with conn.begin():
+                with self._writer() as conn, conn.begin():
                     _cursor(conn).execute(self._sql["lock"], (log_id,))
                     size, head = self._head(conn)
                     tx = Tx(self, conn, log_id, self.clock(), size, head, self._compact_at(conn, size, head))
@@ -326,30 +394,49 @@ class Store:
                 last = exc
         raise AppendConflict(f"append: expected to move the head within {APPEND_ATTEMPTS} tries, found {last}")
 
-    def _writer(self) -> Connection:
-        """This thread's write connection, kept open: a pool checkout per append costs more than the insert."""
-        conn: Connection | None = getattr(self._local, "writer", None)
-        if conn is None or conn.closed or conn.invalidated:
-            conn = self.write_engine.connect()
-            self._local.writer = conn
-        return conn
+    @contextlib.contextmanager
+    def _writer(self) -> Iterator[Connection]:
+        """A write connection. SQLite lets one writer in at a time anyway, so a process keeps a
+        single write connection open and threads take turns on it (a pool checkout per append
+        costs more than the insert). PostgreSQL checks one out of its pool per transaction."""
+        if self.backend != "sqlite":
+            with self.write_engine.connect() as pooled:
+                yield pooled
+            return
+        with self._write_lock:
+            if self._kept is None or self._kept.closed or self._kept.invalidated:
+                self._kept = self.write_engine.connect()
+            yield self._kept
 
     def _drop_writer(self) -> None:
-        conn: Connection | None = getattr(self._local, "writer", None)
-        self._local.writer = None
-        if conn is not None:
+        with self._write_lock:
+            kept, self._kept = self._kept, None
+        if kept is not None:
             with contextlib.suppress(Exception):
-                conn.close()
+                kept.close()
 
     def append(self, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None) -> Entry:
-        """Append one entry durably and return it (with its ``seq`` and hash)."""
-        return self.transact(lambda tx: tx.append(actor, kind, body, sig))
+        """Append one entry durably and return it (with its ``seq`` and hash).
 
-    def append_many(self, drafts: Sequence[tuple[str, str, dict[str, Any]]]) -> list[Entry]:
-        """Group commit: append ``(actor, kind, body)`` drafts in one transaction, all or none."""
+        Only kinds whose rules the store itself can check go through here (``key.enrolled``);
+        the review lifecycle is written by :class:`audit.reviews.ReviewService`.
+        """
+        return self.append_many([(actor, kind, body, sig)])[0]
+
+    def append_many(self, drafts: Sequence[tuple[str, str, dict[str, Any]] | Draft]) -> list[Entry]:
+        """Group commit: append ``(actor, kind, body[, sig])`` drafts in one transaction, all or none."""
+        checked = [_draft(index, draft) for index, draft in enumerate(drafts)]
 
         def work(tx: Tx) -> list[Entry]:
-            return [tx.append(actor, kind, body) for actor, kind, body in drafts]
+            out = []
+            for actor, _kind, body, sig in checked:
+                owner, key = body.get("actor"), body.get("key")
+                if not isinstance(owner, str) or not isinstance(key, str):
+                    raise InvalidEntry("body: expected a key.enrolled body with 'actor' and 'key' strings")
+                if actor != owner and not actor.startswith("service:"):
+                    raise NotAllowed(f"actor: expected {owner} itself or a service: actor, found {actor!r}")
+                out.append(tx.enroll_key(actor, owner, key, sig, body=body))
+            return out
 
         return self.transact(work)
 
@@ -434,13 +521,13 @@ class Store:
             raise StoreError(f"seq {seq}: expected an entry, found none (log size {self.size()})")
         return parse_entry(bytes(row[0]))
 
-    def public_keys(self) -> dict[str, tuple[str, str]]:
-        """Enrolled keys: fingerprint → (actor, public key)."""
+    def key_owners(self) -> list[tuple[str, str]]:
+        """Enrolled keys as ``(fingerprint, actor)`` pairs."""
         with self.read_engine.connect() as conn:
             rows = conn.execute(
-                select(KeyRow.fingerprint, KeyRow.actor, KeyRow.public_key).where(KeyRow.log == self.log_id)  # type: ignore[call-overload]
+                select(KeyRow.fingerprint, KeyRow.actor).where(KeyRow.log == self.log_id)  # type: ignore[call-overload]
             ).all()
-        return {fp: (actor, key) for fp, actor, key in rows}
+        return [(str(fp), str(actor)) for fp, actor in rows]
 
     # -- Merkle tree (RFC 9162 §2.1) -------------------------------------------------
 
@@ -556,15 +643,37 @@ class Store:
             self.read_engine.dispose()
 
 
+Draft = tuple[str, str, dict[str, Any], dict[str, str] | None]
+
+
+def _draft(index: int, draft: Sequence[Any]) -> Draft:
+    if len(draft) not in (3, 4):
+        raise InvalidEntry(f"drafts[{index}]: expected (actor, kind, body[, sig]), found {len(draft)} fields")
+    actor, kind, body = draft[0], draft[1], draft[2]
+    sig = draft[3] if len(draft) == 4 else None
+    entries.check_actor(actor)
+    check(body, f"$.drafts[{index}].body")
+    if kind in SERVICE_KINDS:
+        raise InvalidEntry(
+            f"drafts[{index}].kind: expected a kind the store checks itself (key.enrolled), found {kind!r}: "
+            "review lifecycle entries are written through ReviewService, which enforces their rules"
+        )
+    if kind != "key.enrolled":
+        raise InvalidEntry(f"drafts[{index}].kind: expected one of {sorted(entries.KINDS)}, found {kind!r}")
+    if not isinstance(body, dict):
+        raise InvalidEntry(f"drafts[{index}].body: expected a JSON object, found {type(body).__name__}")
+    return actor, kind, body, sig
+
+
 def parse_entry(raw: bytes) -> Entry:
     return entries.from_json(decode(raw, "entry"), raw)
 
 
-def open_store(url: str, *, clock: Callable[[], datetime] | None = None) -> Store:
+def open_store(url: str, *, clock: Callable[[], datetime] | None = None, create: bool = True) -> Store:
     """Open the store named by ``url``; ``postgres://`` and ``postgresql://`` use psycopg 3."""
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
-    return Store(url, clock=clock)
+    return Store(url, clock=clock, create=create)
 
 
 def _cursor(conn: Connection) -> Any:

@@ -465,7 +465,13 @@ def verify_store(
             start = against.size
             report.notes.append(f"entries 0..{against.size - 1} proven by the kept checkpoint; checked from {start}")
         rows = store.iter_rows(start, stop)
-        checkpoints = [c for c in store.checkpoints() if c.size <= stop]
+        checkpoints = store.checkpoints()
+        beyond = [c.size for c in checkpoints if c.size > store.size()]
+        if beyond:
+            raise VerificationFailed(
+                stop, "stored checkpoint (truncation)", f"a log of at least {max(beyond)} entries", f"{stop} entries"
+            )
+        checkpoints = [c for c in checkpoints if c.size <= stop]
         v, count = verify_stream(
             rows, checkpoints=checkpoints, against=against if start == 0 else None, progress=progress, verifier=verifier
         )

@@ -82,6 +82,8 @@ class Broker:
                 for ev in events:
                     self.publish(ev)
             except Exception:  # noqa: BLE001 - keep watching; report it
+                if self._stop.is_set():
+                    break  # the store closed under us while shutting down
                 log.exception("sse watcher failed; retrying")
                 self._stop.wait(0.5)
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -20,51 +21,63 @@ from audit.verify import verify_store
 PROCESSES, THREADS, SINGLES, BATCHES = 4, 8, 3, 1  # per thread: 3 single appends and 1 batch of 3
 
 
-@pytest.mark.slow
-def test_processes_and_threads_appending_at_once(svc: ReviewService, store: Store, store_url: str) -> None:
-    race = svc.open_frontier([call("race")], actor=AGENT).reviews[0]
-    decided = svc.open_frontier([call("resume-race")], actor=AGENT)
-    svc.approve(decided.reviews[0].id, reviewer=ALICE)
-    size_before = store.size()
+@pytest.fixture(scope="module")
+def appenders() -> Iterator[list[subprocess.Popen[str]]]:
+    """Four appender processes, started once for both backends (an interpreter start-up is ~1 s)."""
     procs = [
         subprocess.Popen(
-            [
-                sys.executable,
-                str(FIXTURES / "appender.py"),
-                store_url,
-                str(i),
-                str(THREADS),
-                str(SINGLES),
-                str(BATCHES),
-                race.id,
-                decided.id,
-            ],
+            [sys.executable, str(FIXTURES / "appender.py")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=python_env(),
         )
-        for i in range(PROCESSES)
+        for _ in range(PROCESSES)
     ]
-    outputs: list[dict[str, Any]] = []
-    try:
-        for proc in procs:
-            assert proc.stdout is not None
-            line = proc.stdout.readline()
-            assert line.strip() == "ready", proc.stderr.read() if proc.stderr else line
-        for proc in procs:  # all four are connected and waiting: start them together
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        for proc in procs:
-            out, err = proc.communicate(timeout=240)
-            assert proc.returncode == 0, err
-            outputs.append(json.loads(out))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
+    yield procs
+    for proc in procs:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _send(proc: subprocess.Popen[str], line: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
+def _read(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise AssertionError(f"appender died: {proc.stderr.read() if proc.stderr else ''}")
+    return line
+
+
+@pytest.mark.slow
+def test_processes_and_threads_appending_at_once(
+    appenders: list[subprocess.Popen[str]], svc: ReviewService, store: Store, store_url: str
+) -> None:
+    race = svc.open_frontier([call("race")], actor=AGENT).reviews[0]
+    decided = svc.open_frontier([call("resume-race")], actor=AGENT)
+    svc.approve(decided.reviews[0].id, reviewer=ALICE)
+    size_before = store.size()
+    for index, proc in enumerate(appenders):
+        command = {
+            "url": store_url, "index": index, "threads": THREADS, "singles": SINGLES, "batches": BATCHES,
+            "race_review": race.id, "race_frontier": decided.id,
+        }  # fmt: skip
+        _send(proc, json.dumps(command))
+    for proc in appenders:
+        assert _read(proc).strip() == "ready"
+    for proc in appenders:  # all four are connected and waiting: start them together
+        _send(proc, "go")
+    outputs: list[dict[str, Any]] = [json.loads(_read(proc)) for proc in appenders]
     errors = [e for out in outputs for e in out["errors"]]
     assert not errors, "\n".join(errors)
 

@@ -123,17 +123,6 @@ def test_first_wait_sees_a_commit_that_landed_just_before_it(store: Store, store
     """``wait_for_decision`` reads the feed's version, checks the review, then waits. A commit
     from another process that lands between the check and the wait must still wake it, also
     on the store's very first wait (when the watcher starts)."""
-    if store_url.startswith("sqlite"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="audit/notify.py sqlite_watcher reads its first PRAGMA data_version when its "
-                "thread starts (inside the first wait), so a commit that landed after the waiter "
-                "read the version but before the thread started is never seen: the first "
-                "wait_for_decision sleeps to its timeout. Fix: read the baseline when the Store "
-                "is made, or bump once after the first read (as postgres_watcher does after LISTEN)",
-            )
-        )
     waiter = open_store(store_url)
     try:
         waiter.info()

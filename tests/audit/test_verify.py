@@ -345,12 +345,6 @@ def test_failure_message_says_expected_and_found(world: dict[str, Any], store: S
     assert payload["seq"] == report.failure.seq and payload["rule"] == "review rule 2" and payload["found"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit/keys.py fingerprint() base64-decodes without checking for a 32-byte Ed25519 key, "
-    "and the verifier's _enroll_key only calls fingerprint(): a key.enrolled entry with the key "
-    "'ed25519:AAAA' (3 bytes) verifies",
-)
 def test_an_enrolled_key_that_is_not_an_ed25519_key_fails_verification(
     world: dict[str, Any], store: Store, store_url: str
 ) -> None:

@@ -113,9 +113,16 @@ def test_serve_starts_fast_and_binds_localhost(store: str) -> None:
                 assert time.monotonic() - start < 15
                 time.sleep(0.02)
         took = time.monotonic() - start
+        # The < 2 s start-up target is measured by tests/benchmarks/desk_bench.py, not here.
         print(f"desk serve answered /healthz after {took:.2f}s (load average {os.getloadavg()[0]:.1f})")
-        # The target is < 2 s on an idle machine; a shared, loaded one gets slack for its load.
-        assert took < 2.0 * max(1.0, 1.5 * os.getloadavg()[0] / (os.cpu_count() or 1))
+        listening = {
+            line.split()[1]
+            for name in ("/proc/net/tcp", "/proc/net/tcp6")
+            for line in open(name).read().splitlines()[1:]
+            if line.split()[3] == "0A"  # LISTEN
+        }
+        ours = {addr for addr in listening if addr.endswith(f":{port:04X}")}
+        assert ours == {f"0100007F:{port:04X}"}, f"expected to listen on 127.0.0.1 only, found {ours}"
     finally:
         proc.terminate()
         proc.wait(10)
