@@ -118,7 +118,7 @@ def test_serve_starts_fast_and_binds_localhost(store: str) -> None:
         listening = {
             line.split()[1]
             for name in ("/proc/net/tcp", "/proc/net/tcp6")
-            for line in open(name).read().splitlines()[1:]
+            for line in Path(name).read_text().splitlines()[1:]
             if line.split()[3] == "0A"  # LISTEN
         }
         ours = {addr for addr in listening if addr.endswith(f":{port:04X}")}
