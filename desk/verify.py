@@ -12,26 +12,18 @@ full offline ``audit verify``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from audit import merkle
+from audit.entry import ZERO_HASH
+
 log = logging.getLogger("desk.verify")
 
-ZERO = "sha256:" + "0" * 64
-
-
-def leaf_hash(raw: bytes) -> bytes:
-    """RFC 9162 §2.1.1: MTH({d}) = SHA-256(0x00 || d)."""
-    return hashlib.sha256(b"\x00" + raw).digest()
-
-
-def node_hash(left: bytes, right: bytes) -> bytes:
-    """RFC 9162 §2.1.1: SHA-256(0x01 || MTH(left) || MTH(right))."""
-    return hashlib.sha256(b"\x01" + left + right).digest()
+ZERO = ZERO_HASH
 
 
 def _hex(h: bytes) -> str:
@@ -43,65 +35,6 @@ def _bytes(h: Any) -> bytes:
         return h
     s = str(h)
     return bytes.fromhex(s.split(":", 1)[1] if ":" in s else s)
-
-
-class CompactRange:
-    """Roots of the perfect subtrees along the right edge; O(log n) per append."""
-
-    def __init__(self) -> None:
-        self.size = 0
-        self.stack: list[tuple[int, bytes]] = []  # (height, hash)
-
-    def append(self, leaf: bytes) -> None:
-        h, node = 0, leaf
-        while self.stack and self.stack[-1][0] == h:
-            _, left = self.stack.pop()
-            node = node_hash(left, node)
-            h += 1
-        self.stack.append((h, node))
-        self.size += 1
-
-    def root(self) -> bytes:
-        if not self.stack:
-            return hashlib.sha256(b"").digest()
-        node = self.stack[-1][1]
-        for _, left in reversed(self.stack[:-1]):
-            node = node_hash(left, node)
-        return node
-
-
-def verify_consistency(first: int, second: int, first_hash: bytes, second_hash: bytes, proof: list[bytes]) -> bool:
-    """RFC 9162 §2.1.4.2."""
-    if first > second:
-        return False
-    if first == second:
-        return not proof and first_hash == second_hash
-    if first == 0:
-        return not proof
-    if not proof:
-        return False
-    if first & (first - 1) == 0:
-        proof = [first_hash, *proof]
-    fn, sn = first - 1, second - 1
-    while fn & 1:
-        fn >>= 1
-        sn >>= 1
-    fr = sr = proof[0]
-    for c in proof[1:]:
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            fr = node_hash(c, fr)
-            sr = node_hash(c, sr)
-            if not fn & 1:
-                while not fn & 1 and fn != 0:
-                    fn >>= 1
-                    sn >>= 1
-        else:
-            sr = node_hash(sr, c)
-        fn >>= 1
-        sn >>= 1
-    return sn == 0 and fr == first_hash and sr == second_hash
 
 
 @dataclass(frozen=True)
@@ -129,7 +62,7 @@ def _cp_fields(cp: Any) -> tuple[int, bytes] | None:
 class IncrementalVerifier:
     def __init__(self, store: Any) -> None:
         self.store = store
-        self.range = CompactRange()
+        self.range = merkle.CompactRange()
         self.last = ZERO
         self.error: str | None = None
         self.checkpoint_size: int | None = None
@@ -168,7 +101,7 @@ class IncrementalVerifier:
                 n = self.range.size
                 if seq != n:
                     self._fail(n, f"expected seq {n}, found {seq}")
-                h = leaf_hash(raw)
+                h = merkle.leaf_hash(raw)
                 if stored != _hex(h):
                     self._fail(seq, f"hash: stored {stored}, but the entry's bytes hash to {_hex(h)}")
                 try:
@@ -195,8 +128,10 @@ class IncrementalVerifier:
                 self._fail(size - 1, f"checkpoint root at size {size} does not match the entries")
         else:
             proof = [_bytes(p) for p in self.store.consistency_proof(size, self.range.size)]
-            if not verify_consistency(size, self.range.size, root, self.range.root(), proof):
-                self._fail(None, f"checkpoint at size {size} is not consistent with the log")
+            try:
+                merkle.verify_consistency(size, self.range.size, root, self.range.root(), proof)
+            except merkle.ProofError as exc:
+                self._fail(None, f"checkpoint at size {size} is not consistent with the log: {exc}")
         self._checked_cp = cp
         self.checkpoint_size = size
 
