@@ -32,8 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from audit import rules  # noqa: E402
 from audit.canonical import digest  # noqa: E402
 from audit.entry import build, format_time  # noqa: E402
+from audit.keys import Signer  # noqa: E402
 from audit.merkle import CompactRange  # noqa: E402
 from audit.reviews import CallSpec, ReviewService  # noqa: E402
 from audit.store import open_store  # noqa: E402
@@ -83,7 +85,6 @@ def build_log(path: Path, entries: int) -> Path:
     """
     from sqlalchemy import insert
 
-    from audit.keys import Signer
     from audit.tables import EntryRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
 
     store = open_store(f"sqlite:///{path}")
@@ -182,16 +183,17 @@ def build_log(path: Path, entries: int) -> Path:
                 "deadline": None,
             },
         )
+        opened_body = {"call": call, "policy": {"role": None, "deadline_seconds": None}}
         if n % 10 == 0:
-            decided = add("human:alice@example.org", "review.rejected", {"review": rid, "reason": "not today"})
+            decision = {"review": rid, "reason": "not today"}
+            decided = add("human:alice@example.org", "review.rejected", decision)
             status, final, executed = "rejected", None, None
+            data = rules.closed_data(rules.opened_data(opened_body), "review.rejected", decision, None)
         else:
-            decided = add(
-                "human:alice@example.org",
-                "review.approved",
-                {"review": rid, "args_digest": call["args_digest"], "rationale": ""},
-            )
+            decision = {"review": rid, "args_digest": call["args_digest"], "rationale": ""}
+            decided = add("human:alice@example.org", "review.approved", decision)
             status, final = "approved", call["args_digest"]
+            data = rules.closed_data(rules.opened_data(opened_body), "review.approved", decision, args)
         resumed = add(
             "agent:teller",
             "run.resumed",
@@ -210,6 +212,7 @@ def build_log(path: Path, entries: int) -> Path:
                 "app": "bank",
                 "session": f"s{n}",
                 "confirmation_id": f"c{n}",
+                "call_id": f"k{n}",
                 "opened_seq": opened,
                 "opened_at": at,
                 "deadline": None,
@@ -219,7 +222,7 @@ def build_log(path: Path, entries: int) -> Path:
                 "args_digest": call["args_digest"],
                 "final_digest": final,
                 "executed_seq": executed,
-                "data": json.dumps({"call": call}),
+                "data": json.dumps(data),
             }
         )
         fronts.append({"id": fid, "log": log, "opened_seq": opened, "size": 1, "open_count": 0, "resumed_seq": resumed})
@@ -286,14 +289,20 @@ def main() -> None:
         base = Path(tmp)
         store = open_store(f"sqlite:///{base / 'store.db'}")
         store.init_log(base / "key.pem")
-        body = {"reviewer": "human:alice@example.org", "roles": ["ops"], "tools": ["transfer*"]}
+        # key.enrolled is the one kind Store.append writes itself (the review lifecycle goes
+        # through ReviewService); each enrols one agent's key, a body of ~150 bytes.
+        key = Signer.generate().public
+        serial = iter(range(10**9))
+
+        def draft() -> tuple[str, str, dict[str, object]]:
+            return ("service:bench", "key.enrolled", {"actor": f"agent:a{next(serial)}", "key": key, "alg": "Ed25519"})
 
         def single() -> int:
-            store.append("service:signoff", "reviewer.enrolled", body)
+            store.append(*draft())
             return 1
 
         def batched() -> int:
-            store.append_many([("service:signoff", "reviewer.enrolled", body)] * BATCH)
+            store.append_many([draft() for _ in range(BATCH)])
             return BATCH
 
         singles = interleaved({"raw": raw_sqlite(base / "raw1.db", 1), "signoff": single}, args.rounds, args.seconds)
