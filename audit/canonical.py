@@ -125,6 +125,13 @@ def _check_str(text: str, path: str, what: str = "string") -> bool:
     return _has_astral(encoded)
 
 
+def encode_checked(value: Any, slow: bool) -> bytes:
+    """RFC 8785 bytes of a value already passed through :func:`check`; ``slow`` is what it returned."""
+    if slow:
+        return rfc8785.dumps(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
 def canonical(value: Any) -> bytes:
     """Return the RFC 8785 canonical bytes of ``value`` (UTF-8), refusing values outside I-JSON.
 
@@ -132,9 +139,7 @@ def canonical(value: Any) -> bytes:
     byte-identical to RFC 8785 (see :func:`is_canonical`; property-tested against
     ``rfc8785``). Everything else is written by ``rfc8785`` itself.
     """
-    if check(value):
-        return rfc8785.dumps(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return encode_checked(value, check(value))
 
 
 def decode(raw: bytes, what: str = "input") -> Any:

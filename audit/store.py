@@ -51,7 +51,6 @@ _ENTRY_COLUMNS = ("log", "seq", "hash", "kind", "actor", "subject", "raw", "node
 _SQL = {
     "sqlite": {
         "last": "SELECT seq, hash FROM signoff_entry WHERE log = ? ORDER BY seq DESC LIMIT 1",
-        "lock": "SELECT id FROM signoff_log WHERE id = ?",
         "insert": f"INSERT INTO signoff_entry ({', '.join(_ENTRY_COLUMNS)}) VALUES ({', '.join('?' * 8)})",
         "node": "SELECT hash, nodes FROM signoff_entry WHERE log = ? AND seq = ?",
     },
@@ -367,7 +366,8 @@ class Store:
         for _ in range(APPEND_ATTEMPTS):
             try:
                 with self._writer() as conn, conn.begin():
-                    _cursor(conn).execute(self._sql["lock"], (log_id,))
+                    if self.backend == "postgresql":  # SQLite's BEGIN IMMEDIATE already holds the write lock
+                        _cursor(conn).execute(self._sql["lock"], (log_id,))
                     size, head = self._head(conn)
                     tx = Tx(self, conn, log_id, self.clock(), size, head, self._compact_at(conn, size, head))
                     result = work(tx)

@@ -112,6 +112,7 @@ class ReviewerRow(SQLModel, table=True):
 
 class KeyRow(SQLModel, table=True):
     __tablename__ = "signoff_key"
+    __table_args__ = (Index("ix_signoff_key_actor", "log", "actor"),)
 
     log: str = Field(primary_key=True)
     fingerprint: str = Field(primary_key=True)
