@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, bindparam, create_engine, event, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, bindparam, create_engine, event, insert, select, text, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import SQLModel
@@ -615,10 +615,6 @@ class Store:
                 .limit(1)
             ).first()
         return None if row is None else Checkpoint.from_json(json.loads(row[0]))
-
-    def count(self, table: type[SQLModel]) -> int:
-        with self.read_engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
 
     # -- waiting ---------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from sqlmodel import col
 from audit import merkle, rules
 from audit.canonical import digest as json_digest
 from audit.canonical import fast_digest, parse_canonical
-from audit.entry import ACTOR, DECISIONS, KINDS, OUTCOMES, TIME, ZERO_HASH, format_hash, statement
+from audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash, statement
 from audit.errors import AuditError, ReviewError, UnusableInput, VerificationFailed
 from audit.keys import fingerprint, verify_signature
 from audit.store import Checkpoint, Store
@@ -751,7 +751,3 @@ def load_checkpoint(path: Path) -> Checkpoint:
         return Checkpoint.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError) as exc:
         raise UnusableInput(f"{path}: expected a checkpoint JSON file, found {exc}") from None
-
-
-def outcome_name(kind: str) -> str:
-    return OUTCOMES.get(kind, kind)
