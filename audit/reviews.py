@@ -704,6 +704,15 @@ class ReviewService:
         with self.store.read_engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
+    def next_deadline(self) -> datetime | None:
+        """The earliest deadline among open reviews (for waking to expire them), or None."""
+        query = select(func.min(col(ReviewRow.deadline))).where(
+            col(ReviewRow.log) == self.store.log_id, col(ReviewRow.status) == "pending"
+        )
+        with self.store.read_engine.connect() as conn:
+            found = conn.execute(query).scalar()
+        return parse_time(found) if found else None
+
     def ready_frontiers(self, limit: int = 100) -> list[Frontier]:
         """Frontiers whose every review is final and that nobody has resumed yet."""
         with self.store.read_engine.connect() as conn:

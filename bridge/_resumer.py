@@ -174,10 +174,9 @@ class Resumer:
     def _next_wake(self) -> tuple[float, float]:
         """Seconds to wait for a change at most, and when (monotonic) the next deadline falls due."""
         until_due = float("inf")
-        now = datetime.now(UTC)
-        for review in self.signoff.reviews.pending(limit=200):
-            if review.deadline is not None:
-                until_due = min(until_due, max(0.0, (review.deadline - now).total_seconds()) + 0.01)
+        deadline = self.signoff.reviews.next_deadline()
+        if deadline is not None:
+            until_due = max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.01
         wait = min(self.max_wait, until_due)
         due_at = time.monotonic() + until_due if until_due != float("inf") else time.monotonic() + self.max_wait
         return wait, due_at
