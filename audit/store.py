@@ -217,7 +217,7 @@ class Store:
             sa_url = parsed.set(drivername="postgresql+psycopg")
             self.write_engine = create_engine(sa_url, pool_size=10, max_overflow=20)
             self.read_engine = self.write_engine
-            self.feed = ChangeFeed(None)  # the watcher needs the log id; set in _log_row
+            self.feed = ChangeFeed(None)  # the LISTEN watcher needs the log id: set in info()
             self._pg_conninfo = sa_url.set(drivername="postgresql").render_as_string(hide_password=False)
         else:
             raise StoreError(f"store URL: expected sqlite:/// or postgresql://, found {url!r}")
