@@ -14,6 +14,7 @@ import re
 import threading
 from typing import Any
 
+import orjson
 import rfc8785
 
 from audit.errors import CanonicalFormError
@@ -125,11 +126,21 @@ def _check_str(text: str, path: str, what: str = "string") -> bool:
     return _has_astral(encoded)
 
 
+def _sorted_compact(value: Any) -> bytes:
+    """Compact UTF-8 JSON with sorted keys: RFC 8785 itself for values without floats, long
+    integers or characters beyond the BMP (same escapes, §3.2.2.2; UTF-16 and code point
+    order agree on the BMP, §3.2.3). ``orjson`` writes it ~10x faster than ``json``."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # nested deeper than orjson's 255 levels, or a lone surrogate
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
 def encode_checked(value: Any, slow: bool) -> bytes:
     """RFC 8785 bytes of a value already passed through :func:`check`; ``slow`` is what it returned."""
     if slow:
         return rfc8785.dumps(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return _sorted_compact(value)
 
 
 def canonical(value: Any) -> bytes:
@@ -199,7 +210,7 @@ def parse_canonical(raw: bytes) -> tuple[Any, bool]:
     """Parse ``raw`` and return its value if ``raw`` is exactly its RFC 8785 form, else raise ValueError.
 
     Fast path: for values with no floats, no integers of 16+ digits and no non-BMP
-    characters, Python's compact, sorted ``json.dumps`` is byte-identical to RFC 8785
+    characters, compact JSON with sorted keys is byte-identical to RFC 8785
     (same escapes, §3.2.2.2; same key order, since UTF-16 and code point order agree on
     the BMP). Everything else goes through ``rfc8785`` itself. Returns the value and
     whether it took the fast path (then :func:`fast_digest` is exact for its parts).
@@ -212,7 +223,7 @@ def parse_canonical(raw: bytes) -> tuple[Any, bool]:
         raise ValueError(f"not JSON: {exc}") from None
     if not _DECODER.saw_float and not _has_astral(raw):
         try:
-            fast = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            fast = _sorted_compact(value)
         except UnicodeEncodeError:
             raise ValueError("not canonical: lone surrogate") from None
         if fast != raw:
@@ -245,12 +256,7 @@ def _has_astral(raw: bytes) -> bool:
 
 def fast_digest(value: Any) -> str:
     """:func:`digest` of a part of a value :func:`parse_canonical` accepted on its fast path."""
-    return (
-        "sha256:"
-        + hashlib.sha256(
-            json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
-        ).hexdigest()
-    )
+    return "sha256:" + hashlib.sha256(_sorted_compact(value)).hexdigest()
 
 
 def digest(value: Any) -> str:

@@ -128,8 +128,11 @@ class CompactRange:
         return subtree_root(self.hashes)
 
     def copy(self) -> CompactRange:
-        """An independent copy."""
-        return CompactRange(self.size, self.hashes)
+        """An independent copy (its hashes were checked when they entered this range)."""
+        clone = CompactRange.__new__(CompactRange)
+        clone.size = self.size
+        clone.hashes = list(self.hashes)
+        return clone
 
 
 def root_from_leaves(leaf_hashes: Sequence[bytes]) -> bytes:

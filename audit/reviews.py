@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, update
@@ -41,7 +42,6 @@ SERVICE = "service:signoff"
 # Statements built once (bound per call): building SQLAlchemy expressions on every
 # operation cost more than running them.
 _REVIEW = select(ReviewRow).where(col(ReviewRow.id) == bindparam("id"), col(ReviewRow.log) == bindparam("log"))
-_REVIEWER = select(ReviewerRow).where(col(ReviewerRow.log) == bindparam("log"), col(ReviewerRow.id) == bindparam("id"))
 _FRONTIER = select(FrontierRow).where(col(FrontierRow.id) == bindparam("id"), col(FrontierRow.log) == bindparam("log"))
 _FRONTIER_REVIEWS = (
     select(ReviewRow).where(col(ReviewRow.frontier) == bindparam("frontier")).order_by(col(ReviewRow.opened_seq))
@@ -54,25 +54,15 @@ _DUPLICATE = select(col(ReviewRow.id)).where(
     col(ReviewRow.confirmation_id) == bindparam("confirmation_id"),
 )
 _INSERT_REVIEW = insert(ReviewRow)
-_ACTOR_KEYS = select(KeyRow).where(col(KeyRow.log) == bindparam("log"), col(KeyRow.actor) == bindparam("actor"))
 _INSERT_FRONTIER = insert(FrontierRow)
-_CLOSE = (
-    update(ReviewRow)
-    .where(col(ReviewRow.id) == bindparam("rid"))
-    .values(
-        status=bindparam("status"),
-        decided_seq=bindparam("decided_seq"),
-        decided_by=bindparam("decided_by"),
-        decided_at=bindparam("decided_at"),
-        final_digest=bindparam("final_digest"),
-        data=bindparam("data"),
-    )
+# The decision path's statements, driver-level (see ``audit.store.fetch``).
+_REVIEW_SQL = "SELECT * FROM signoff_review WHERE id = ? AND log = ?"
+_REVIEWER_SQL = "SELECT * FROM signoff_reviewer WHERE log = ? AND id = ?"
+_CLOSE_SQL = (
+    "UPDATE signoff_review SET status = ?, decided_seq = ?, decided_by = ?, decided_at = ?, final_digest = ?, "
+    "data = ? WHERE id = ?"
 )
-_COUNT_DOWN = (
-    update(FrontierRow)
-    .where(col(FrontierRow.id) == bindparam("fid"))
-    .values(open_count=col(FrontierRow.open_count) - 1)
-)
+_COUNT_DOWN_SQL = "UPDATE signoff_frontier SET open_count = open_count - 1 WHERE id = ?"
 _REQUIRED_CALL_FIELDS = ("app", "user", "session", "invocation", "confirmation_id", "call_id", "tool")
 
 
@@ -193,6 +183,12 @@ def _review_from_row(row: Any, resumed: bool) -> Review:
     )
 
 
+def _closed_review(row: Any, closed: dict[str, Any]) -> Review:
+    """The review as the closing transaction left it, without reading it back. A review that
+    was open cannot belong to a resumed frontier (rule 5)."""
+    return _review_from_row(SimpleNamespace(**{**row._asdict(), **closed}), resumed=False)
+
+
 def _state_from_row(row: Any) -> rules.ReviewState:
     data = json.loads(row.data)
     call = data["call"]
@@ -229,13 +225,12 @@ class ReviewService:
     # -- helpers inside a transaction --------------------------------------------------
 
     def _row(self, tx: Tx, review_id: str) -> Any:
-        return tx.conn.execute(_REVIEW, {"id": review_id, "log": tx.log}).first()
+        found = tx.rows(_REVIEW_SQL, review_id, tx.log)
+        return found[0] if found else None
 
     def _reviewer_state(self, tx: Tx, actor: str) -> rules.ReviewerState | None:
-        row = tx.conn.execute(_REVIEWER, {"log": tx.log, "id": actor}).first()
-        if row is None:
-            return None
-        return rules.ReviewerState(row.id, tuple(json.loads(row.roles)), tuple(json.loads(row.tools)), row.enabled)
+        found = tx.rows(_REVIEWER_SQL, tx.log, actor)
+        return _reviewer_info(found[0]).state() if found else None
 
     def _signature(
         self, tx: Tx, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None
@@ -244,10 +239,10 @@ class ReviewService:
 
     def _close(
         self, tx: Tx, row: Any, entry: Entry, status: str, final_args: dict[str, Any] | None, final_digest: str | None
-    ) -> None:
+    ) -> dict[str, Any]:
+        """Close the review's projection row for ``entry``; return the columns written."""
         data = rules.closed_data(json.loads(row.data), entry.kind, entry.body, final_args)
         values: dict[str, Any] = {
-            "rid": row.id,
             "status": status,
             "decided_seq": entry.seq,
             "decided_by": entry.actor,
@@ -255,8 +250,9 @@ class ReviewService:
             "final_digest": final_digest,
             "data": json.dumps(data),
         }
-        tx.conn.execute(_CLOSE, values)
-        tx.conn.execute(_COUNT_DOWN, {"fid": row.frontier})
+        tx.rows(_CLOSE_SQL, *values.values(), row.id)
+        tx.rows(_COUNT_DOWN_SQL, row.frontier)
+        return values
 
     # -- opening -----------------------------------------------------------------------
 
@@ -368,7 +364,7 @@ class ReviewService:
     # -- deciding ----------------------------------------------------------------------
 
     def _decide(self, review_id: str, kind: str, reviewer: str, make_body: Any, sig: dict[str, str] | None) -> Review:
-        def work(tx: Tx) -> None:
+        def work(tx: Tx) -> Review:
             row = self._row(tx, review_id)
             state = _state_from_row(row) if row is not None else None
             decider = self._reviewer_state(tx, reviewer)
@@ -378,10 +374,10 @@ class ReviewService:
             body = make_body(current)
             new_state, final_args = rules.decide(state, review_id, kind, reviewer, body, tx.at, decider)
             entry = tx.append(reviewer, kind, body, self._signature(tx, reviewer, kind, body, sig))
-            self._close(tx, row, entry, OUTCOMES[kind], final_args, new_state.final_digest)
+            closed = self._close(tx, row, entry, OUTCOMES[kind], final_args, new_state.final_digest)
+            return _closed_review(row, closed)
 
-        self.store.transact(work)
-        return self.get(review_id)
+        return self.store.transact(work)
 
     def approve(
         self,
@@ -447,16 +443,15 @@ class ReviewService:
         """Withdraw an open review because the run was cancelled or abandoned."""
         check_actor(actor)
 
-        def work(tx: Tx) -> None:
+        def work(tx: Tx) -> Review:
             row = self._row(tx, review_id)
             state = _state_from_row(row) if row is not None else None
             rules.withdraw(state, review_id, actor, reason)
             body = {"review": review_id, "reason": reason}
             entry = tx.append(actor, "review.withdrawn", body, self._signature(tx, actor, "review.withdrawn", body))
-            self._close(tx, row, entry, "withdrawn", None, None)
+            return _closed_review(row, self._close(tx, row, entry, "withdrawn", None, None))
 
-        self.store.transact(work)
-        return self.get(review_id)
+        return self.store.transact(work)
 
     def expire_due(self, now: datetime | None = None, *, actor: str = SERVICE) -> list[Review]:
         """Expire every open review whose deadline has passed (``review.expired``), in one transaction."""
@@ -615,9 +610,8 @@ class ReviewService:
         return self.store.transact(work)
 
     def reviewer(self, reviewer: str) -> ReviewerInfo | None:
-        with self.store.read_engine.connect() as conn:
-            row = conn.execute(_REVIEWER, {"log": self.store.log_id, "id": reviewer}).first()
-        return None if row is None else _reviewer_info(row)
+        found = self.store.read_rows(_REVIEWER_SQL, self.store.log_id, reviewer)
+        return _reviewer_info(found[0]) if found else None
 
     def reviewers(self) -> list[ReviewerInfo]:
         with self.store.read_engine.connect() as conn:

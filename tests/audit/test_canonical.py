@@ -304,6 +304,16 @@ def test_canonical_is_stable_and_equals_rfc8785(value: Any) -> None:
     assert is_canonical(out)
 
 
+def test_nesting_deeper_than_orjson_allows_still_equals_rfc8785() -> None:
+    # orjson (the fast path's writer) stops at 255 levels; deeper values fall back to json.
+    value: Any = {"leaf": "é"}
+    for _ in range(200):
+        value = {"next": [value]}
+    out = canonical(value)
+    assert out == rfc8785.dumps(value)
+    assert is_canonical(out)
+
+
 def _serialise(value: Any, style: int) -> bytes:
     """Several ways a producer might write the same value; only one of them is canonical."""
     if style == 0:

@@ -4,6 +4,9 @@ Prints one JSON object:
 - durable single appends/s beside the raw SQLite durable-commit rate (a bare table, one
   insert per transaction, WAL, synchronous=FULL);
 - batched appends/s beside the raw batched-commit rate (same batch size);
+- for both, the "same-schema floor": pre-built rows of our shape (``signoff_entry``'s own
+  DDL and indexes) inserted with no canonical form, hashing or Merkle work, which shows how
+  much of the gap to the bare table is SQLite's work for our row rather than ours;
 - decisions/s (open + approve) through the review service;
 - ``audit verify`` entries/s beside raw Python SHA-256 over the same bytes;
 - peak RSS while verifying N entries (default 1,000,000) in a child process.
@@ -63,6 +66,37 @@ def raw_sqlite(path: Path, batch: int) -> Callable[[], int]:
     def work() -> int:
         con.execute("BEGIN IMMEDIATE")
         con.executemany("INSERT INTO t (v) VALUES (?)", [(payload,)] * batch)
+        con.execute("COMMIT")
+        return batch
+
+    return work
+
+
+def schema_floor(store_path: Path, path: Path, batch: int) -> Callable[[], int]:
+    """Rows shaped like ours (same DDL and indexes as ``signoff_entry``, same column sizes),
+    built in advance and inserted with no canonical form, hashing or Merkle work: what
+    SQLite alone allows for our row, beside the bare-table limit."""
+    ddl = [
+        row[0]
+        for row in sqlite3.connect(store_path).execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'signoff_entry' AND sql IS NOT NULL"
+        )
+    ]
+    con = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    for statement in ddl:
+        con.execute(statement)
+    sample = sqlite3.connect(store_path).execute("SELECT * FROM signoff_entry ORDER BY seq DESC LIMIT 1").fetchone()
+    log, _seq, hash_, kind, actor, subject, raw, _nodes = sample
+    nodes = [b"", b"n" * 32, b"", b"n" * 64]  # one Merkle node per entry on average
+    serial = iter(range(10**9))
+    insert = "INSERT INTO signoff_entry VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+    def work() -> int:
+        rows = [(log, s, hash_, kind, actor, subject, raw, nodes[s % 4]) for s in (next(serial) for _ in range(batch))]
+        con.execute("BEGIN IMMEDIATE")
+        con.executemany(insert, rows)
         con.execute("COMMIT")
         return batch
 
@@ -322,13 +356,26 @@ def main() -> None:
             store.append_many([draft() for _ in range(BATCH)])
             return BATCH
 
+        for _ in range(20):  # a few entries to copy the row shape from
+            single()
+        store_path = base / "store.db"
         singles = interleaved(
-            {"raw": raw_sqlite(base / "raw1.db", 1), "signoff": single, "public": public_single},
+            {
+                "raw": raw_sqlite(base / "raw1.db", 1),
+                "floor": schema_floor(store_path, base / "floor1.db", 1),
+                "signoff": single,
+                "public": public_single,
+            },
             args.rounds,
             args.seconds,
         )
         batches = interleaved(
-            {"raw": raw_sqlite(base / "raw2.db", BATCH), "signoff": batched, "public": public_batched},
+            {
+                "raw": raw_sqlite(base / "raw2.db", BATCH),
+                "floor": schema_floor(store_path, base / "floor2.db", BATCH),
+                "signoff": batched,
+                "public": public_batched,
+            },
             args.rounds,
             args.seconds,
         )
@@ -376,11 +423,15 @@ def main() -> None:
         "single_appends_per_s": round(singles["signoff"], 1),
         "raw_sqlite_durable_commits_per_s": round(singles["raw"], 1),
         "single_ratio": round(singles["signoff"] / singles["raw"], 3),
+        "same_schema_single_rows_per_s": round(singles["floor"], 1),
+        "same_schema_single_ratio": round(singles["floor"] / singles["raw"], 3),
         "public_key_enrolment_appends_per_s": round(singles["public"], 1),
         "batch_size": BATCH,
         "batched_appends_per_s": round(batches["signoff"], 1),
         "raw_sqlite_batched_rows_per_s": round(batches["raw"], 1),
         "batched_ratio": round(batches["signoff"] / batches["raw"], 3),
+        "same_schema_batched_rows_per_s": round(batches["floor"], 1),
+        "same_schema_batched_ratio": round(batches["floor"] / batches["raw"], 3),
         "public_batched_key_enrolments_per_s": round(batches["public"], 1),
         "decisions_per_s_open_plus_approve": round(decisions, 1),
         **verified,

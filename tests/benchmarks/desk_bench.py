@@ -4,7 +4,9 @@
 
 Measures, with ``--pending`` reviews waiting:
 - the queue page (first and a deep page) and the API list: p50/p95 latency;
-- the HTTP decision round trip (POST /api/reviews/{id}/approve, keep-alive): p50/p95;
+- the HTTP decision round trip (POST /api/reviews/{id}/approve, keep-alive): p50/p95, from a
+  lean stdlib client (``http.client``), so the figure is the desk and the loopback rather than
+  the client library; also from httpx, and with a browser connected to the live updates;
 - decisions/s with 4 concurrent clients;
 - decision POST → the scripted ADK agent's tool starting (``desk demo``, bridge resumer): p50/p95.
 
@@ -14,6 +16,7 @@ Targets (DESIGN/issue 4): queue p95 < 50 ms, decision round trip p50 < 4 ms, dec
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -148,6 +151,38 @@ def sign_in(base: str) -> httpx.Client:
     return c
 
 
+class LeanClient:
+    """Keep-alive JSON POSTs over one ``http.client`` connection (~0.1 ms of client work)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        self.conn.request("POST", path, body=json.dumps(body), headers=self.headers)
+        response = self.conn.getresponse()
+        response.text = response.read().decode()  # type: ignore[attr-defined]
+        response.status_code = response.status  # type: ignore[attr-defined]
+        return response
+
+
+def live_browser(client: httpx.Client) -> tuple[threading.Thread, threading.Event, threading.Event]:
+    """A signed-in browser holding the /events stream open (the queue page's live updates)."""
+    ready, done = threading.Event(), threading.Event()
+
+    def listen() -> None:
+        with client.stream("GET", "/events", timeout=60) as r:
+            for line in r.iter_lines():
+                if line == "event: hello":
+                    ready.set()
+                if done.is_set():
+                    return
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    return t, ready, done
+
+
 def timed(fn: Any, n: int) -> list[float]:
     out = []
     for _ in range(n):
@@ -198,8 +233,19 @@ def bench_serve(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         }
         # Decision round trip, one client, keep-alive; each POST is one durable log append.
         todo = iter(ids)
-        rt = timed(lambda: api.post(f"/api/reviews/{next(todo)}/approve", json={"rationale": "bench"}), n)
-        res["decision_round_trip"] = summary(rt)
+        lean = LeanClient(port, token)
+        approve = {"rationale": "bench"}
+        timed(lambda: lean.post(f"/api/reviews/{next(todo)}/approve", approve), 10)  # warm up
+        res["decision_round_trip"] = summary(timed(lambda: lean.post(f"/api/reviews/{next(todo)}/approve", approve), n))
+        res["decision_round_trip_httpx"] = summary(
+            timed(lambda: api.post(f"/api/reviews/{next(todo)}/approve", json=approve), n // 2)
+        )
+        watcher, ready, done = live_browser(browser)
+        assert ready.wait(10), "the /events stream never said hello"
+        res["decision_round_trip_browser_live"] = summary(
+            timed(lambda: lean.post(f"/api/reviews/{next(todo)}/approve", approve), n // 2)
+        )
+        done.set()
         # 4 concurrent clients.
         per = args.concurrent_decisions // 4
         chunks = [[next(todo) for _ in range(per)] for _ in range(4)]

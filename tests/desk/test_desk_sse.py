@@ -3,6 +3,7 @@ a reviewer decides it; a browser connected to ``desk serve`` hears both over SSE
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from audit import CallSpec, Policy, ReviewService, open_store
-from desk.sse import event_of
+from desk.sse import Broker, event_of
 
 ROOT = Path(__file__).resolve().parents[2]
 REVIEWER = "human:sse@example.org"
@@ -48,6 +49,52 @@ def test_event_of_keeps_only_ids_and_short_strings() -> None:
     assert event_of(E())["type"] == "closed"
     E.kind = "tool.executed"
     assert event_of(E()) is None
+
+
+def _spec(n: int) -> CallSpec:
+    return CallSpec(
+        app="a",
+        user="u",
+        session=f"s{n}",
+        invocation="i",
+        confirmation_id=f"c{n}",
+        call_id=f"k{n}",
+        tool="send_email",
+        args={"to": "x"},
+        agent="mailer",
+    )
+
+
+async def test_broker_sleeps_without_browsers_and_resumes_from_the_subscription(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'signoff.db'}")
+    store.init_log(tmp_path / "log.key")
+    svc = ReviewService(store)
+    broker = Broker(store, svc)
+    broker.start()
+    try:
+        started_at = broker.size
+        for n in range(3):  # nobody listens: the watcher reads none of these
+            await asyncio.to_thread(svc.open_frontier, [_spec(n)], actor="agent:mailer")
+        await asyncio.sleep(0.3)
+        assert broker.size == started_at
+
+        for round_ in range(2):  # a first browser, then another after an idle spell
+            stream = broker.stream(heartbeat=5)
+            hello = await asyncio.wait_for(stream.__anext__(), 5)
+            assert json.loads(hello.split("data: ", 1)[1]) == {"size": store.size()}
+            opened = await asyncio.to_thread(svc.open_frontier, [_spec(10 + round_)], actor="agent:mailer")
+            frames = []
+            while not any('"type": "log"' in f for f in frames):
+                frames.append(await asyncio.wait_for(stream.__anext__(), 5))
+            events = [json.loads(f.split("data: ", 1)[1]) for f in frames]
+            # Only what happened after the browser connected, none of the idle spell's entries.
+            assert [e["review"] for e in events if e["type"] == "opened"] == [opened.reviews[0].id]
+            await stream.aclose()
+            for n in range(2):
+                await asyncio.to_thread(svc.open_frontier, [_spec(20 + 2 * round_ + n)], actor="agent:mailer")
+    finally:
+        broker.stop()
+        store.close()
 
 
 def test_sse_across_processes(tmp_path: Path) -> None:
