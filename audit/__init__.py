@@ -6,9 +6,9 @@ The public surface is re-exported here; modules are small and each has one job:
 ``reviews`` (the service), ``verify`` (the auditor's check) and ``cli`` (``audit``).
 """
 
-from audit.canonical import canonical, digest
-from audit.entry import Entry
-from audit.errors import (
+from signoff.audit.canonical import canonical, digest
+from signoff.audit.entry import Entry
+from signoff.audit.errors import (
     AlreadyResumed,
     AuditError,
     CanonicalFormError,
@@ -30,10 +30,10 @@ from audit.errors import (
     UnknownReview,
     VerificationFailed,
 )
-from audit.keys import Signer
-from audit.reviews import CallSpec, Frontier, Policy, Review, ReviewerInfo, ReviewService
-from audit.schema import check_args
-from audit.store import Checkpoint, LogInfo, Store, open_store
+from signoff.audit.keys import Signer
+from signoff.audit.reviews import CallSpec, Frontier, Policy, Review, ReviewerInfo, ReviewService
+from signoff.audit.schema import check_args
+from signoff.audit.store import Checkpoint, LogInfo, Store, open_store
 
 __all__ = [
     "AlreadyResumed",

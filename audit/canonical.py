@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import rfc8785
 
-from audit.errors import CanonicalFormError
+from signoff.audit.errors import CanonicalFormError
 
 MAX_SAFE_INTEGER = 2**53 - 1
 _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

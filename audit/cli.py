@@ -17,12 +17,12 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 
-from audit import merkle
-from audit.entry import Entry, parse_hash
-from audit.errors import AuditError, ReviewError, UnusableInput
-from audit.reviews import ReviewService
-from audit.store import Store, open_store
-from audit.verify import Report, load_checkpoint, verify_file, verify_store
+from signoff.audit import merkle
+from signoff.audit.entry import Entry, parse_hash
+from signoff.audit.errors import AuditError, ReviewError, UnusableInput
+from signoff.audit.reviews import ReviewService
+from signoff.audit.store import Store, open_store
+from signoff.audit.verify import Report, load_checkpoint, verify_file, verify_store
 
 DEFAULT_STORE = "sqlite:///signoff.db"
 DEFAULT_KEY = "signoff-log-key.pem"

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from audit.canonical import canonical, check, encode_checked
-from audit.errors import InvalidEntry
-from audit.merkle import leaf_hash
+from signoff.audit.canonical import canonical, check, encode_checked
+from signoff.audit.errors import InvalidEntry
+from signoff.audit.merkle import leaf_hash
 
 VERSION = 1
 ZERO_HASH = "sha256:" + "0" * 64

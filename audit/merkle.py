@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from audit.errors import AuditError
+from signoff.audit.errors import AuditError
 
 __all__ = [
     "EMPTY_ROOT",

@@ -20,10 +20,10 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlmodel import col
 
-from audit import rules
-from audit.canonical import check, digest
-from audit.entry import OUTCOMES, Entry, check_actor, format_time, parse_time
-from audit.errors import (
+from signoff.audit import rules
+from signoff.audit.canonical import check, digest
+from signoff.audit.entry import OUTCOMES, Entry, check_actor, format_time, parse_time
+from signoff.audit.errors import (
     DuplicateReview,
     InvalidEntry,
     MissingReason,
@@ -32,10 +32,10 @@ from audit.errors import (
     UnknownFrontier,
     UnknownReview,
 )
-from audit.keys import Signer, decode_public, fingerprint
-from audit.schema import check_args
-from audit.store import Store, Tx
-from audit.tables import FrontierRow, KeyRow, ReviewerRow, ReviewRow
+from signoff.audit.keys import Signer, decode_public, fingerprint
+from signoff.audit.schema import check_args
+from signoff.audit.store import Store, Tx
+from signoff.audit.tables import FrontierRow, KeyRow, ReviewerRow, ReviewRow
 
 SERVICE = "service:signoff"
 

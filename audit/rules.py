@@ -13,9 +13,9 @@ from typing import Any
 
 import jsonpatch
 
-from audit.canonical import check, digest
-from audit.entry import OUTCOMES
-from audit.errors import (
+from signoff.audit.canonical import check, digest
+from signoff.audit.entry import OUTCOMES
+from signoff.audit.errors import (
     AlreadyResumed,
     DeadlinePassed,
     ExecutionMismatch,
@@ -26,7 +26,7 @@ from audit.errors import (
     ReviewClosed,
     UnknownReview,
 )
-from audit.schema import check_args
+from signoff.audit.schema import check_args
 
 FINAL = frozenset(OUTCOMES.values()) | {"closed"}  # "closed": final, folded away by the verifier
 RUNNABLE = frozenset({"approved", "edited"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from audit.errors import SchemaViolation
+from signoff.audit.errors import SchemaViolation
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),

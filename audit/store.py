@@ -27,14 +27,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import SQLModel
 
-from audit import entry as entries
-from audit import merkle
-from audit.canonical import canonical, check, decode
-from audit.entry import Entry, format_hash, format_time, parse_hash
-from audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, NotAllowed, StoreError
-from audit.keys import Signer, decode_public, fingerprint, read_private_key, verify_signature, write_private_key
-from audit.notify import ChangeFeed, postgres_watcher, sqlite_watcher
-from audit.tables import CheckpointRow, EntryRow, KeyRow, LogRow
+from signoff.audit import entry as entries
+from signoff.audit import merkle
+from signoff.audit.canonical import canonical, check, decode
+from signoff.audit.entry import Entry, format_hash, format_time, parse_hash
+from signoff.audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, NotAllowed, StoreError
+from signoff.audit.keys import Signer, decode_public, fingerprint, read_private_key, verify_signature, write_private_key
+from signoff.audit.notify import ChangeFeed, postgres_watcher, sqlite_watcher
+from signoff.audit.tables import CheckpointRow, EntryRow, KeyRow, LogRow
 
 T = TypeVar("T")
 READ_CHUNK = 2000

@@ -19,14 +19,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import col
 
-from audit import merkle, rules
-from audit.canonical import digest as json_digest
-from audit.canonical import fast_digest, parse_canonical
-from audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash, statement
-from audit.errors import AuditError, ReviewError, UnusableInput, VerificationFailed
-from audit.keys import fingerprint, verify_signature
-from audit.store import Checkpoint, Store
-from audit.tables import FrontierRow, ReviewerRow, ReviewRow
+from signoff.audit import merkle, rules
+from signoff.audit.canonical import digest as json_digest
+from signoff.audit.canonical import fast_digest, parse_canonical
+from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash, statement
+from signoff.audit.errors import AuditError, ReviewError, UnusableInput, VerificationFailed
+from signoff.audit.keys import fingerprint, verify_signature
+from signoff.audit.store import Checkpoint, Store
+from signoff.audit.tables import FrontierRow, ReviewerRow, ReviewRow
 
 Progress = Callable[[int], None]
 

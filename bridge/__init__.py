@@ -15,15 +15,15 @@ Everything public is re-exported here; the ``_``-prefixed modules are internal.
 
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from audit import Review
-from bridge._calls import PausedCall, paused_calls, resume_message
-from bridge._keys import idempotency_key
-from bridge._mapping import stop_reason, to_tool_confirmation
-from bridge._plugin import SignoffPlugin
-from bridge._policy import Policies, ToolPolicy
-from bridge._resumer import Resumed, Resumer
-from bridge._schema import check_args, tool_schema
-from bridge._signoff import Signoff, apply_reviewed_args, default_signoff, record_tool_executed
+from signoff.audit import Review
+from signoff.bridge._calls import PausedCall, paused_calls, resume_message
+from signoff.bridge._keys import idempotency_key
+from signoff.bridge._mapping import stop_reason, to_tool_confirmation
+from signoff.bridge._plugin import SignoffPlugin
+from signoff.bridge._policy import Policies, ToolPolicy
+from signoff.bridge._resumer import Resumed, Resumer
+from signoff.bridge._schema import check_args, tool_schema
+from signoff.bridge._signoff import Signoff, apply_reviewed_args, default_signoff, record_tool_executed
 
 
 async def request_confirmation(call: PausedCall, *, timeout: float | None = None) -> ToolConfirmation:

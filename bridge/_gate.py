@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from audit import Review
-from bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, binding_for
-from bridge._mapping import EDITED, PENDING, RUNS, STOPS, edit_note, stop_result
+from signoff.audit import Review
+from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, binding_for
+from signoff.bridge._mapping import EDITED, PENDING, RUNS, STOPS, edit_note, stop_result
 
 if TYPE_CHECKING:
-    from bridge._signoff import Signoff
+    from signoff.bridge._signoff import Signoff
 
 FORCED_PAUSE_STATUS = "awaiting review"
 _WF_PREFIX = WORKFLOW_CONFIRMATION_PREFIX

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from bridge._calls import WORKFLOW_CONFIRMATION_PREFIX
+from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX
 
 
 def call_identity(tool_context: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from audit import Review
+from signoff.audit import Review
 
 APPROVED = "approved"
 EDITED = "edited"

@@ -14,10 +14,10 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
-from bridge._calls import METADATA_KEY, adk_confirmation_id, paused_calls
+from signoff.bridge._calls import METADATA_KEY, adk_confirmation_id, paused_calls
 
 if TYPE_CHECKING:
-    from bridge._signoff import Signoff
+    from signoff.bridge._signoff import Signoff
 
 
 class SignoffPlugin(BasePlugin):

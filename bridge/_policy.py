@@ -9,7 +9,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from audit import Policy
+from signoff.audit import Policy
 
 
 @dataclass(frozen=True)

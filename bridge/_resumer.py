@@ -29,13 +29,13 @@ from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
 
-from audit import Frontier, Review
-from audit.errors import AlreadyResumed, FrontierNotReady
-from bridge._calls import PausedCall, adk_confirmation_id, answered_ids, resume_message
-from bridge._mapping import to_tool_confirmation
+from signoff.audit import Frontier, Review
+from signoff.audit.errors import AlreadyResumed, FrontierNotReady
+from signoff.bridge._calls import PausedCall, adk_confirmation_id, answered_ids, resume_message
+from signoff.bridge._mapping import to_tool_confirmation
 
 if TYPE_CHECKING:
-    from bridge._signoff import Signoff
+    from signoff.bridge._signoff import Signoff
 
 log = logging.getLogger("signoff.bridge")
 

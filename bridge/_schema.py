@@ -15,7 +15,7 @@ from typing import Any
 from google.adk.tools.base_tool import BaseTool
 from google.genai import types
 
-from audit import check_args
+from signoff.audit import check_args
 
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
 

@@ -17,13 +17,13 @@ import jsonpatch
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from audit import CallSpec, Frontier, Review, ReviewService, Store, open_store
-from audit.errors import FrontierNotReady, ReviewClosed, UnknownReview
-from bridge._calls import KIND_WORKFLOW_INPUT, PausedCall
-from bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor
-from bridge._mapping import to_tool_confirmation
-from bridge._policy import Policies, ToolPolicy
-from bridge._schema import check_args, tool_schema
+from signoff.audit import CallSpec, Frontier, Review, ReviewService, Store, open_store
+from signoff.audit.errors import FrontierNotReady, ReviewClosed, UnknownReview
+from signoff.bridge._calls import KIND_WORKFLOW_INPUT, PausedCall
+from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor
+from signoff.bridge._mapping import to_tool_confirmation
+from signoff.bridge._policy import Policies, ToolPolicy
+from signoff.bridge._schema import check_args, tool_schema
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from google.adk.events.event import Event
     from google.adk.runners import Runner
 
-    from bridge._plugin import SignoffPlugin
-    from bridge._resumer import Resumer, StepHook
+    from signoff.bridge._plugin import SignoffPlugin
+    from signoff.bridge._resumer import Resumer, StepHook
 
 _DEFAULT: Signoff | None = None
 
@@ -61,7 +61,7 @@ class Signoff:
         """
         self.store = open_store(store) if isinstance(store, str) else store
         if init_key is not None:
-            from audit.errors import LogExists
+            from signoff.audit.errors import LogExists
 
             with contextlib.suppress(LogExists):
                 self.store.init_log(init_key)
@@ -77,7 +77,7 @@ class Signoff:
     # -- the two objects an app installs ------------------------------------------------
 
     def plugin(self, name: str = "signoff") -> SignoffPlugin:
-        from bridge._plugin import SignoffPlugin
+        from signoff.bridge._plugin import SignoffPlugin
 
         return SignoffPlugin(self, name=name)
 
@@ -92,7 +92,7 @@ class Signoff:
         on_event: Callable[[Event], Any] | None = None,
     ) -> Resumer:
         """A worker that sends every decided frontier of ``runner``'s app back to its run (see ``Resumer``)."""
-        from bridge._resumer import Resumer
+        from signoff.bridge._resumer import Resumer
 
         return Resumer(
             self,
@@ -200,7 +200,7 @@ class Signoff:
             patched = jsonpatch.apply_patch(copy.deepcopy(review.call.args), patch)
             check_args(review.call.tool_schema, patched)
             if patched != new_args:
-                from audit.errors import PatchFailed
+                from signoff.audit.errors import PatchFailed
 
                 raise PatchFailed("payload.patch: expected it to turn the opened args into payload.args")
             if not patch:
@@ -235,7 +235,7 @@ class Signoff:
         """
         review = await asyncio.to_thread(self.review_for, call)
         if review is None:
-            from audit import Policy
+            from signoff.audit import Policy
 
             audit_policy = self.policies.for_tool(call.tool).to_audit()
             if timeout is not None:

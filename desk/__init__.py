@@ -4,7 +4,7 @@ Public surface: :func:`create_app` (the FastAPI app factory) and :func:`main` (t
 ``desk`` console command). Everything else is internal to the package.
 """
 
-from desk.app import create_app
-from desk.cli import main
+from signoff.desk.app import create_app
+from signoff.desk.cli import main
 
 __all__ = ["create_app", "main"]

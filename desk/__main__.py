@@ -1,3 +1,3 @@
-from desk.cli import main
+from signoff.desk.cli import main
 
 raise SystemExit(main())

@@ -15,16 +15,16 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from audit import ReviewService, open_store
-from audit.errors import AuditError, LogNotFound
-from desk import reqlog
-from desk.auth import Accounts
-from desk.cache import LogCache
-from desk.db import make_engine
-from desk.errors import classify, problem
-from desk.metrics import Metrics
-from desk.sse import Broker
-from desk.verify import IncrementalVerifier, RuleVerifier
+from signoff.audit import ReviewService, open_store
+from signoff.audit.errors import AuditError, LogNotFound
+from signoff.desk import reqlog
+from signoff.desk.auth import Accounts
+from signoff.desk.cache import LogCache
+from signoff.desk.db import make_engine
+from signoff.desk.errors import classify, problem
+from signoff.desk.metrics import Metrics
+from signoff.desk.sse import Broker
+from signoff.desk.verify import IncrementalVerifier, RuleVerifier
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The repository keeps templates at its top level; an installed copy may ship them in the package.
@@ -59,7 +59,7 @@ def _templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    from desk import present
+    from signoff.desk import present
 
     env.filters.update(present.FILTERS)
     return Jinja2Templates(env=env)
@@ -130,9 +130,9 @@ def create_app(
     )
     app.state.desk = desk
 
-    from desk import web
-    from desk.deps import NeedSignIn
-    from desk.routes import api, log, ops, reviews, signin
+    from signoff.desk import web
+    from signoff.desk.deps import NeedSignIn
+    from signoff.desk.routes import api, log, ops, reviews, signin
 
     app.include_router(ops.router)
     app.include_router(api.router)

@@ -21,7 +21,7 @@ from sqlalchemy import bindparam
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from desk.db import Account, ApiToken, SessionRow, utcnow
+from signoff.desk.db import Account, ApiToken, SessionRow, utcnow
 
 # RFC 7914 §2 parameters; N=2^14, r=8, p=1 is the interactive-login recommendation.
 SCRYPT_N = 2**14

@@ -72,9 +72,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _accounts(store_url: str):  # type: ignore[no-untyped-def]
-    from audit import ReviewService, open_store
-    from desk.auth import Accounts
-    from desk.db import make_engine
+    from signoff.audit import ReviewService, open_store
+    from signoff.desk.auth import Accounts
+    from signoff.desk.db import make_engine
 
     store = open_store(store_url)
     return store, ReviewService(store), Accounts(make_engine(store_url), store.log_id)
@@ -83,8 +83,8 @@ def _accounts(store_url: str):  # type: ignore[no-untyped-def]
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
-    from desk.app import create_app
-    from desk.reqlog import setup_logging
+    from signoff.desk.app import create_app
+    from signoff.desk.reqlog import setup_logging
 
     if not a.quiet:
         setup_logging()
@@ -97,7 +97,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
 
 def cmd_reviewer(a: argparse.Namespace) -> int:
-    from desk.auth import new_password
+    from signoff.desk.auth import new_password
 
     store, svc, accounts = _accounts(a.store)
     try:
@@ -141,7 +141,7 @@ def cmd_reviewer(a: argparse.Namespace) -> int:
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    from desk.demo import run_demo
+    from signoff.desk.demo import run_demo
 
     return run_demo(
         Path(a.dir) if a.dir else None,
@@ -156,7 +156,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    from audit.errors import AuditError
+    from signoff.audit.errors import AuditError
 
     try:
         if a.cmd == "serve":

@@ -11,9 +11,9 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.datastructures import FormData
 
-from desk.auth import same
-from desk.deps import PRE_CSRF_COOKIE, PageReviewer
-from desk.web import Refused
+from signoff.desk.auth import same
+from signoff.desk.deps import PRE_CSRF_COOKIE, PageReviewer
+from signoff.desk.web import Refused
 
 REFUSED = "This form was missing its security token (CSRF). Nothing was done. Reload the page and try again."
 

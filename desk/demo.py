@@ -366,10 +366,10 @@ def _session_engine(path: Path) -> Any:
 
 def prepare(directory: Path) -> tuple[str, Path, str | None]:
     """Create (or reopen) the demo store; return (store URL, key path, new password or None)."""
-    from audit import ReviewService, open_store
-    from audit.errors import LogNotFound
-    from desk.auth import Accounts
-    from desk.db import make_engine
+    from signoff.audit import ReviewService, open_store
+    from signoff.audit.errors import LogNotFound
+    from signoff.desk.auth import Accounts
+    from signoff.desk.db import make_engine
 
     directory.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{directory / 'signoff.db'}"
@@ -407,9 +407,9 @@ def run_demo(
 ) -> int:
     import uvicorn
 
-    from bridge import Signoff, ToolPolicy
-    from desk.app import create_app
-    from desk.reqlog import setup_logging
+    from signoff.bridge import Signoff, ToolPolicy
+    from signoff.desk.app import create_app
+    from signoff.desk.reqlog import setup_logging
 
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # no telemetry chatter from the scripted model
     directory = directory or Path(tempfile.mkdtemp(prefix="signoff-demo-"))

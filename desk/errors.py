@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from audit import errors as E
+from signoff.audit import errors as E
 
 # Most specific first; the first isinstance match wins.
 STATUS: list[tuple[type[Exception], int, str]] = [

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from desk.metrics import Metrics
+from signoff.desk.metrics import Metrics
 
 log = logging.getLogger("desk.access")
 

@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from audit import merkle
-from audit.entry import ZERO_HASH
+from signoff.audit import merkle
+from signoff.audit.entry import ZERO_HASH
 
 log = logging.getLogger("desk.verify")
 
@@ -190,7 +190,7 @@ class RuleVerifier:
     def _run(self) -> None:
         import time
 
-        from audit.verify import verify_store
+        from signoff.audit.verify import verify_store
 
         try:
             cp = self.store.latest_checkpoint()

@@ -46,7 +46,7 @@ from google.adk.tools import FunctionTool, ToolContext  # noqa: E402
 from google.adk.tools.tool_confirmation import ToolConfirmation  # noqa: E402
 from google.genai import types  # noqa: E402
 
-import bridge  # noqa: E402
+from signoff import bridge  # noqa: E402
 
 DIR = Path(os.environ.get("SIGNOFF_DEMO_DIR", "signoff-demo")).resolve()
 STORE = os.environ.get("SIGNOFF_STORE", f"sqlite:///{DIR / 'signoff.db'}")
@@ -162,10 +162,10 @@ async def cmd_resume() -> None:
 
 
 def cmd_verify() -> int:
-    """``audit verify`` (the console script if installed, else ``python -m audit.cli``)."""
+    """``audit verify`` (the console script if installed, else ``python -m signoff.audit.cli``)."""
     root = Path(__file__).resolve().parents[1]
     cli = shutil.which("audit")
-    command = [cli] if cli else [sys.executable, "-m", "audit.cli"]
+    command = [cli] if cli else [sys.executable, "-m", "signoff.audit.cli"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     return subprocess.call([*command, "--store", STORE, "--key", str(DIR / "log.key"), "verify"], env=env)
 

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from desk.deps import ApiReviewer, DeskDep
-from desk.models import (
+from signoff.desk.deps import ApiReviewer, DeskDep
+from signoff.desk.models import (
     ApproveIn,
     EditIn,
     EntryPublic,
@@ -27,7 +27,7 @@ from desk.models import (
     Verification,
     as_json,
 )
-from desk.routes import decide
+from signoff.desk.routes import decide
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or unknown API token"},

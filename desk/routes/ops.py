@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
-from desk.deps import DeskDep
-from desk.models import Health
+from signoff.desk.deps import DeskDep
+from signoff.desk.models import Health
 
 router = APIRouter(tags=["operations"])
 

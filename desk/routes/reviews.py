@@ -11,14 +11,14 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.datastructures import FormData
 
-from audit.errors import AuditError, UnknownReview
-from desk.app import Desk
-from desk.auth import SignedIn
-from desk.csrf import CsrfForm
-from desk.deps import DeskDep, PageReviewer
-from desk.errors import classify
-from desk.routes import decide
-from desk.web import PAGE_SIZE, Refused, me, render
+from signoff.audit.errors import AuditError, UnknownReview
+from signoff.desk.app import Desk
+from signoff.desk.auth import SignedIn
+from signoff.desk.csrf import CsrfForm
+from signoff.desk.deps import DeskDep, PageReviewer
+from signoff.desk.errors import classify
+from signoff.desk.routes import decide
+from signoff.desk.web import PAGE_SIZE, Refused, me, render
 
 router = APIRouter(include_in_schema=False)
 

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from desk.app import Desk
-from desk.auth import SignInRefused
-from desk.csrf import CsrfForm, check_sign_in_form
-from desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, PageReviewer
-from desk.web import me, render, safe_next, secure_cookies
+from signoff.desk.app import Desk
+from signoff.desk.auth import SignInRefused
+from signoff.desk.csrf import CsrfForm, check_sign_in_form
+from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, PageReviewer
+from signoff.desk.web import me, render, safe_next, secure_cookies
 
 router = APIRouter(include_in_schema=False)
 

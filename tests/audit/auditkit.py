@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # when pytest is not run as ``python -m pytest``
     sys.path.insert(0, str(ROOT))
 
-from audit import merkle  # noqa: E402
-from audit.canonical import canonical  # noqa: E402
-from audit.entry import Entry, build, format_hash, format_time  # noqa: E402
-from audit.reviews import CallSpec  # noqa: E402
+from signoff.audit import merkle  # noqa: E402
+from signoff.audit.canonical import canonical  # noqa: E402
+from signoff.audit.entry import Entry, build, format_hash, format_time  # noqa: E402
+from signoff.audit.reviews import CallSpec  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PG_BASE = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -398,7 +398,7 @@ def python_env(**extra: str) -> dict[str, str]:
 
 
 def cli_argv(url: str | None, key: str | Path | None, *args: str) -> list[str]:
-    argv = [sys.executable, "-m", "audit.cli"]
+    argv = [sys.executable, "-m", "signoff.audit.cli"]
     if url is not None:
         argv += ["--store", url]
     if key is not None:
@@ -409,7 +409,7 @@ def cli_argv(url: str | None, key: str | Path | None, *args: str) -> list[str]:
 def run_cli(
     url: str | None, key: str | Path | None, *args: str, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m audit.cli`` in a real subprocess."""
+    """``python -m signoff.audit.cli`` in a real subprocess."""
     return subprocess.run(
         cli_argv(url, key, *args), capture_output=True, text=True, env=python_env(), cwd=cwd or ROOT, timeout=120
     )
@@ -466,7 +466,7 @@ class Case:
         return path
 
     def open(self) -> Any:
-        from audit import open_store
+        from signoff.audit import open_store
 
         return open_store(self.url)
 
@@ -516,9 +516,9 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
     21   approve_r7      review.approved     alice     signed, never executed -> stored checkpoint, kept_mid (22)
     22,23 tail_0/tail_1  key.enrolled        service   keys of two agents     -> kept_end (24), not stored
     """
-    from audit import Policy, ReviewService, Signer, open_store
-    from audit.entry import statement
-    from audit.keys import read_private_key
+    from signoff.audit import Policy, ReviewService, Signer, open_store
+    from signoff.audit.entry import statement
+    from signoff.audit.keys import read_private_key
 
     clock = FakeClock()
     store = open_store(url, clock=clock)

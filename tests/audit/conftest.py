@@ -32,7 +32,7 @@ from auditkit import (  # noqa: E402
     sqlite_path,
 )
 
-from audit import ReviewService, Store, open_store  # noqa: E402
+from signoff.audit import ReviewService, Store, open_store  # noqa: E402
 
 
 @pytest.fixture

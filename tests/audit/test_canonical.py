@@ -15,8 +15,8 @@ import rfc8785
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from audit import CanonicalFormError, canonical, digest
-from audit.canonical import decode, is_canonical
+from signoff.audit import CanonicalFormError, canonical, digest
+from signoff.audit.canonical import decode, is_canonical
 
 MAX = 2**53 - 1
 

@@ -1,5 +1,5 @@
-"""The ``audit`` command. Exit codes through a real subprocess (``python -m audit.cli``):
-0 intact, 1 tampered or refused, 2 unusable input. The rest through ``audit.cli.main`` in this
+"""The ``audit`` command. Exit codes through a real subprocess (``python -m signoff.audit.cli``):
+0 intact, 1 tampered or refused, 2 unusable input. The rest through ``signoff.audit.cli.main`` in this
 process (the same code, without an interpreter start-up per call); every error message says
 what was expected and what was found."""
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from auditkit import AGENT, ALICE, Case, Db, call, cli_argv, run_cli_many
 
-from audit import ReviewService, Signer, merkle, open_store
-from audit.cli import main
+from signoff.audit import ReviewService, Signer, merkle, open_store
+from signoff.audit.cli import main
 
 
 def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -190,7 +190,7 @@ def test_bad_input_messages(store_url: str, tmp_path: Path, capsys: Any) -> None
     foreign.write_text(json.dumps(other_store.checkpoint(tmp_path / "other.pem").to_json()), encoding="utf-8")
     other_store.close()
     wrong_key = tmp_path / "wrong.pem"
-    from audit.keys import write_private_key
+    from signoff.audit.keys import write_private_key
 
     write_private_key(Signer.generate(), wrong_key)
     s = ["--store", store_url]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from auditkit import AGENT, ALICE, FIXTURES, FakeClock, call, python_env
 
-from audit import Policy, ReviewClosed, ReviewService, Store, open_store
-from audit.verify import verify_store
+from signoff.audit import Policy, ReviewClosed, ReviewService, Store, open_store
+from signoff.audit.verify import verify_store
 
 PROCESSES, THREADS, SINGLES, BATCHES = 4, 8, 3, 1  # per thread: 3 single appends and 1 batch of 3
 

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 from auditkit import ALICE, FIXTURES, Db, python_env
 
-from audit import ReviewService, Store
-from audit.verify import verify_store
+from signoff.audit import ReviewService, Store
+from signoff.audit.verify import verify_store
 
 RUNS = {"sqlite": 9, "postgresql": 4}  # per mode; 4 modes -> 36 + 16 = 52 runs
 MODES = ["single", "batch", "service", "mixed"]

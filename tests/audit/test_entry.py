@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from auditkit import AGENT, ALICE, TRANSFER_SCHEMA, Db, call
 
-from audit import CanonicalFormError, InvalidEntry, Policy, ReviewService, Store, canonical
-from audit.entry import ZERO_HASH, build, statement
-from audit.keys import Signer
+from signoff.audit import CanonicalFormError, InvalidEntry, Policy, ReviewService, Store, canonical
+from signoff.audit.entry import ZERO_HASH, build, statement
+from signoff.audit.keys import Signer
 
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")

@@ -18,12 +18,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from audit import NotAllowed, ReviewService, Signer, Store, StoreError, merkle, open_store
-from audit.entry import statement
-from audit.errors import InvalidEntry, KeyFileError
-from audit.keys import fingerprint, read_private_key, verify_signature
-from audit.store import Checkpoint
-from audit.verify import verify_store
+from signoff.audit import NotAllowed, ReviewService, Signer, Store, StoreError, merkle, open_store
+from signoff.audit.entry import statement
+from signoff.audit.errors import InvalidEntry, KeyFileError
+from signoff.audit.keys import fingerprint, read_private_key, verify_signature
+from signoff.audit.store import Checkpoint
+from signoff.audit.verify import verify_store
 
 
 def _private_forms(key_file: Path) -> list[bytes]:
@@ -104,7 +104,7 @@ def test_init_refuses_to_overwrite_a_key_file(store_url: str, tmp_path: Path) ->
 
 def test_init_refuses_a_second_log_and_writes_no_key(store: Store, tmp_path: Path) -> None:
     other = tmp_path / "second.pem"
-    from audit import LogExists
+    from signoff.audit import LogExists
 
     with pytest.raises(LogExists) as caught:
         store.init_log(other)
@@ -212,7 +212,7 @@ def test_signed_decision_by_an_enrolled_key_verifies(store: Store, how: str) -> 
     svc.reject(rejected.id, reviewer=ALICE, reason="no", sig=alice.sign(statement("review.rejected", ALICE, body)))
     edited = _opened(svc, "k3")
     patch = [{"op": "replace", "path": "/amount", "value": 1}]
-    from audit import digest
+    from signoff.audit import digest
 
     ebody = {"review": edited.id, "patch": patch, "args_digest": digest({"amount": 1, "to": "bob"}), "rationale": ""}
     svc.edit(edited.id, reviewer=ALICE, patch=patch, sig=alice.sign(statement("review.edited", ALICE, ebody)))

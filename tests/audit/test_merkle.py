@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audit.merkle import (
+from signoff.audit.merkle import (
     EMPTY_ROOT,
     CompactRange,
     ProofError,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from auditkit import AGENT, ALICE, call
 
-from audit import ReviewClosed, ReviewService, Signer, Store, open_store
-from audit.notify import ChangeFeed
+from signoff.audit import ReviewClosed, ReviewService, Signer, Store, open_store
+from signoff.audit.notify import ChangeFeed
 
 
 def _append(store: Store, n: int = 0) -> int:

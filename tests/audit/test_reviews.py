@@ -26,7 +26,7 @@ from auditkit import (
     snapshot,
 )
 
-from audit import (
+from signoff.audit import (
     AlreadyResumed,
     CanonicalFormError,
     DeadlinePassed,
@@ -48,7 +48,7 @@ from audit import (
     digest,
     open_store,
 )
-from audit.verify import verify_store
+from signoff.audit.verify import verify_store
 
 
 def _open(svc: ReviewService, cid: str = "c1", policy: Policy | None = None, **kw: Any) -> Any:

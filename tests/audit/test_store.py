@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from audit import (
+from signoff.audit import (
     AuditError,
     CanonicalFormError,
     InvalidEntry,
@@ -29,7 +29,7 @@ from audit import (
     merkle,
     open_store,
 )
-from audit.verify import verify_store
+from signoff.audit.verify import verify_store
 
 STORAGE_ERRORS = (AuditError, SQLAlchemyError, sqlite3.Error, psycopg.Error)
 
@@ -266,7 +266,7 @@ def test_store_append_refuses_lifecycle_entries_that_break_the_rules(store: Stor
 
 
 def test_streaming_reads_cross_chunk_boundaries(store: Store) -> None:
-    import audit.store as store_module
+    import signoff.audit.store as store_module
 
     total = store_module.READ_CHUNK + 150
     store.append_many([_draft(n) for n in range(total - 1)])

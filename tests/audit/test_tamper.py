@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from auditkit import ALICE, BOB, Case, Db, cli_argv, leaf, rebuild_tree, relink, run_cli_many
 
-from audit import Checkpoint, ReviewService, Signer, StoreError
-from audit.canonical import canonical
-from audit.errors import VerificationFailed
-from audit.verify import Report, verify_file, verify_store
+from signoff.audit import Checkpoint, ReviewService, Signer, StoreError
+from signoff.audit.canonical import canonical
+from signoff.audit.errors import VerificationFailed
+from signoff.audit.verify import Report, verify_file, verify_store
 
 
 def verify(
@@ -276,7 +276,7 @@ def test_rewritten_log_key_is_caught_by_a_pinned_key_or_kept_checkpoint(case: Ca
         statements = []
         prev = "sha256:" + "0" * 64
         hashes = []
-        from audit.entry import statement
+        from signoff.audit.entry import statement
 
         for seq, _h, raw in rows:
             data = json.loads(raw)
@@ -328,7 +328,7 @@ def test_edited_merkle_node_is_named(case: Case) -> None:
             nodes = bytes(db.one("SELECT nodes FROM signoff_entry WHERE seq = ?", (seq,))[0])
             assert len(nodes) == 96
             db.run(("UPDATE signoff_entry SET nodes = ? WHERE seq = ?", (nodes[:32] + b"\x11" * 32 + nodes[64:], seq)))
-    from audit import merkle
+    from signoff.audit import merkle
 
     leaves = [bytes.fromhex(h[7:]) for _s, h, _r in case.store.iter_raw()]
     served = case.store.inclusion_proof(0, len(leaves))  # its path passes through the forged node
@@ -480,7 +480,7 @@ def test_edited_pending_args_in_the_projection_are_caught(case: Case) -> None:
 
 
 def test_export_holds_the_exact_canonical_bytes(case: Case) -> None:
-    from audit.cli import main
+    from signoff.audit.cli import main
 
     export = case.tmp / "log.jsonl"
     assert main(["--store", case.url, "export", "-o", str(export)]) == 0
@@ -537,7 +537,7 @@ def test_offline_verify_exit_codes_through_the_cli(exported: Any, tmp_path: Path
 
 @pytest.mark.parametrize("variant", ["flipped", "dropped", "swapped", "tail-cut", "last-flipped", "non-canonical"])
 def test_offline_verify_names_the_seq(exported: Any, tmp_path: Path, capsys: Any, variant: str) -> None:
-    from audit.cli import main
+    from signoff.audit.cli import main
 
     lines, meta, kept = exported
     seq = meta["seq"]
@@ -572,7 +572,7 @@ def test_offline_verify_names_the_seq(exported: Any, tmp_path: Path, capsys: Any
 
 
 def test_relinked_rewrite_is_caught_through_the_cli(case: Case, capsys: Any) -> None:
-    from audit.cli import main
+    from signoff.audit.cli import main
 
     with case.db() as db:
         relink(db, S(case, "resume_F1"), _invocation)

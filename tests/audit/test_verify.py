@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from auditkit import AGENT, ALICE, BOB, CAROL, MALLORY, TRANSFER_SCHEMA, Db, FakeClock, call, forge_append, truncate
 
-from audit import Policy, ReviewService, Signer, Store, digest, merkle
-from audit.verify import verify_store
+from signoff.audit import Policy, ReviewService, Signer, Store, digest, merkle
+from signoff.audit.verify import verify_store
 
 
 def test_intact_report(svc: ReviewService, store: Store, key_path: Any) -> None:

@@ -36,13 +36,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from audit import rules  # noqa: E402
-from audit.canonical import digest  # noqa: E402
-from audit.entry import build, format_time  # noqa: E402
-from audit.keys import Signer  # noqa: E402
-from audit.merkle import CompactRange  # noqa: E402
-from audit.reviews import CallSpec, ReviewService  # noqa: E402
-from audit.store import Tx, open_store  # noqa: E402
+from signoff.audit import rules  # noqa: E402
+from signoff.audit.canonical import digest  # noqa: E402
+from signoff.audit.entry import build, format_time  # noqa: E402
+from signoff.audit.keys import Signer  # noqa: E402
+from signoff.audit.merkle import CompactRange  # noqa: E402
+from signoff.audit.reviews import CallSpec, ReviewService  # noqa: E402
+from signoff.audit.store import Tx, open_store  # noqa: E402
 
 BATCH = 100
 
@@ -120,7 +120,7 @@ def build_log(path: Path, entries: int) -> Path:
     """
     from sqlalchemy import insert
 
-    from audit.tables import EntryRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
+    from signoff.audit.tables import EntryRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
 
     store = open_store(f"sqlite:///{path}")
     key = path.with_suffix(".pem")
@@ -279,7 +279,7 @@ def peak_rss_kb() -> int:
 
 def verify_child(path: str) -> None:
     """Child process: verify the store and print entries/s and peak RSS as JSON."""
-    from audit.verify import verify_store
+    from signoff.audit.verify import verify_store
 
     store = open_store(f"sqlite:///{path}")
     start = time.perf_counter()

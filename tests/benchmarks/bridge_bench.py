@@ -46,7 +46,7 @@ from google.adk.tools import FunctionTool, ToolContext  # noqa: E402
 from google.adk.tools.tool_confirmation import ToolConfirmation  # noqa: E402
 from google.genai import types  # noqa: E402
 
-import bridge  # noqa: E402
+from signoff import bridge  # noqa: E402
 
 REVIEWER = "human:bench@example.org"
 APP = "bench"

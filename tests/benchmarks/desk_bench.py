@@ -36,7 +36,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from audit import CallSpec, Policy, ReviewService, open_store  # noqa: E402
+from signoff.audit import CallSpec, Policy, ReviewService, open_store  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 REVIEWER = "human:bench@example.org"
@@ -131,8 +131,8 @@ def populate(url: str, key: Path, pending: int) -> list[str]:
 
 
 def accounts(url: str) -> tuple[str, str]:
-    from desk.auth import Accounts
-    from desk.db import make_engine
+    from signoff.desk.auth import Accounts
+    from signoff.desk.db import make_engine
 
     store = open_store(url)
     acc = Accounts(make_engine(url), store.log_id)

@@ -36,7 +36,7 @@ from _support import (  # noqa: E402
 from google.adk.runners import Runner  # noqa: E402
 from google.adk.sessions.base_session_service import BaseSessionService  # noqa: E402
 
-import bridge  # noqa: E402
+from signoff import bridge  # noqa: E402
 
 
 def session_service(spec: str) -> BaseSessionService:

@@ -25,7 +25,7 @@ from google.adk.sessions.base_session_service import BaseSessionService
 from google.adk.tools import FunctionTool, ToolContext
 from google.genai import types
 
-import bridge
+from signoff import bridge
 
 warnings.filterwarnings("ignore", category=UserWarning)
 

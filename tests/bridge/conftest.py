@@ -13,9 +13,9 @@ if str(ROOT) not in sys.path:  # the repository root, when pytest is not run as 
 import pytest  # noqa: E402
 from _support import REVIEWER, RUNS_ENV  # noqa: E402
 
-import bridge  # noqa: E402
-from audit import Store, open_store  # noqa: E402
-from audit.verify import verify_store  # noqa: E402
+from signoff import bridge  # noqa: E402
+from signoff.audit import Store, open_store  # noqa: E402
+from signoff.audit.verify import verify_store  # noqa: E402
 
 PG_URL = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -24,7 +24,7 @@ def _init(url: str, key: Path) -> str:
     store = open_store(url)
     try:
         store.init_log(key)
-        from audit import ReviewService
+        from signoff.audit import ReviewService
 
         svc = ReviewService(store)
         svc.enroll_reviewer(REVIEWER, roles=["teller"], tools=["*"])

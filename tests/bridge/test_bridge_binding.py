@@ -11,8 +11,8 @@ import pytest
 from _support import REVIEWER, Harness, fc, runs, single_agent
 from conftest import ROOT
 
-import bridge
-from audit import digest
+from signoff import bridge
+from signoff.audit import digest
 
 pytestmark = pytest.mark.asyncio
 
@@ -50,7 +50,7 @@ async def test_executed_digests_match_decisions_and_audit_verify_passes(
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "audit.cli", "--store", sqlite_url, "verify"],
+        [sys.executable, "-m", "signoff.audit.cli", "--store", sqlite_url, "verify"],
         capture_output=True,
         text=True,
         env=env,

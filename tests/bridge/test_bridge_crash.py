@@ -20,7 +20,7 @@ import pytest
 from _support import REVIEWER, Harness, runs, single_agent, transfer_script
 from conftest import ROOT, assert_bound
 
-import bridge
+from signoff import bridge
 
 STEPS = ["before_claim", "after_claim", "sent", "after_send"]
 ACTOR = "agent:resumer-crashy"

@@ -9,8 +9,8 @@ import pytest
 from _support import REVIEWER, Harness, fc, runs, single_agent, transfer_script
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-import bridge
-from audit.errors import NotAllowed, SchemaViolation
+from signoff import bridge
+from signoff.audit.errors import NotAllowed, SchemaViolation
 
 pytestmark = pytest.mark.asyncio
 

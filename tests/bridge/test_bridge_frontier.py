@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _support import REVIEWER, Harness, ScriptedLlm, fc, runs, sequential_agent, single_agent, workflow_agent
 
-import bridge
+from signoff import bridge
 
 pytestmark = pytest.mark.asyncio
 

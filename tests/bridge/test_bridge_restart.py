@@ -15,8 +15,8 @@ from _support import REVIEWER, make_app, runs
 from conftest import ROOT, assert_bound
 from google.adk.runners import Runner
 
-import bridge
-from audit import ReviewService, open_store
+from signoff import bridge
+from signoff.audit import ReviewService, open_store
 
 PROC = Path(__file__).resolve().parent / "_proc.py"
 

@@ -10,7 +10,7 @@ import pytest
 from _support import REVIEWER, Harness, runs, single_agent, transfer_script
 from conftest import assert_bound
 
-import bridge
+from signoff import bridge
 
 pytestmark = pytest.mark.asyncio
 

@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 @pytest.fixture(autouse=True)
 def _cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests hash with N=2^10 (the stored hash records N, so checks stay exact); production uses 2^14."""
-    import desk.auth
+    import signoff.desk.auth
 
-    monkeypatch.setattr(desk.auth, "SCRYPT_N", 2**10)
+    monkeypatch.setattr(signoff.desk.auth, "SCRYPT_N", 2**10)
 
 
 @pytest.fixture

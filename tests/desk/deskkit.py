@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from audit import CallSpec, Policy, ReviewService, open_store  # noqa: E402
+from signoff.audit import CallSpec, Policy, ReviewService, open_store  # noqa: E402
 
 ALICE = "human:alice@example.org"  # finance + ops, every tool
 BOB = "human:bob@example.org"  # ops only, send_* tools only
@@ -89,7 +89,7 @@ class Env:
 
 
 def make_env(url: str, tmp_path: Path) -> Env:
-    from desk.app import create_app
+    from signoff.desk.app import create_app
 
     key = tmp_path / "log.key"
     store = open_store(url)

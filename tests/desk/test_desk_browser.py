@@ -81,7 +81,7 @@ class Demo:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     def review_with(self, marker: str, timeout: float = 15.0) -> Any:
-        from audit import ReviewService, open_store
+        from signoff.audit import ReviewService, open_store
 
         store = open_store(self.store_url)
         svc = ReviewService(store)
@@ -98,7 +98,7 @@ class Demo:
             store.close()
 
     def review(self, review_id: str) -> Any:
-        from audit import ReviewService, open_store
+        from signoff.audit import ReviewService, open_store
 
         store = open_store(self.store_url)
         try:
@@ -242,7 +242,7 @@ def test_review_appears_in_the_queue_live_and_leaves_when_decided(alice: Any, de
     ARTIFACTS.mkdir(exist_ok=True)
     alice.screenshot(path=str(ARTIFACTS / "queue.png"), full_page=True)
     # Someone decides it elsewhere (the API); the row leaves without a reload.
-    from audit import ReviewService, open_store
+    from signoff.audit import ReviewService, open_store
 
     store = open_store(demo.store_url)
     ReviewService(store).reject(review.id, reviewer="human:" + demo.email, reason="done elsewhere")
@@ -256,7 +256,7 @@ def test_review_page_says_when_someone_else_decided(alice: Any, demo: Demo) -> N
     review = demo.review_with(marker)
     alice.goto(f"{demo.url}/reviews/{review.id}")
     alice.wait_for_timeout(300)  # the page's SSE connection is open
-    from audit import ReviewService, open_store
+    from signoff.audit import ReviewService, open_store
 
     store = open_store(demo.store_url)
     ReviewService(store).reject(review.id, reviewer="human:" + demo.email, reason="decided in another tab")

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from audit import ReviewService, open_store
-from desk.cli import main
+from signoff.audit import ReviewService, open_store
+from signoff.desk.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,8 +69,8 @@ def test_reviewer_add_list_token_disable(store: str, capsys: pytest.CaptureFixtu
     assert main(["reviewer", "list", "--store", store]) == 0
     assert "disabled" in capsys.readouterr().out
 
-    from desk.auth import Accounts
-    from desk.db import make_engine
+    from signoff.desk.auth import Accounts
+    from signoff.desk.db import make_engine
 
     s = open_store(store)
     assert Accounts(make_engine(store), s.log_id).token(token) is None  # revoked with the reviewer

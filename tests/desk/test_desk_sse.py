@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from audit import CallSpec, Policy, ReviewService, open_store
-from desk.sse import Broker, event_of
+from signoff.audit import CallSpec, Policy, ReviewService, open_store
+from signoff.desk.sse import Broker, event_of
 
 ROOT = Path(__file__).resolve().parents[2]
 REVIEWER = "human:sse@example.org"
@@ -103,8 +103,8 @@ def test_sse_across_processes(tmp_path: Path) -> None:
     store.init_log(tmp_path / "log.key")
     svc = ReviewService(store)
     svc.enroll_reviewer(REVIEWER, roles=["ops"])
-    from desk.auth import Accounts
-    from desk.db import make_engine
+    from signoff.desk.auth import Accounts
+    from signoff.desk.db import make_engine
 
     Accounts(make_engine(url), store.log_id).set_password(REVIEWER, "sse password 1", must_change=False)
     with socket.socket() as s:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from deskkit import Env
 
-from desk.verify import IncrementalVerifier
+from signoff.desk.verify import IncrementalVerifier
 
 
 @pytest.fixture

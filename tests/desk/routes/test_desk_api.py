@@ -9,7 +9,7 @@ import time
 from deskkit import ALICE, BOB, CAROL, Env
 from fastapi.testclient import TestClient
 
-from audit import digest
+from signoff.audit import digest
 
 
 def test_api_needs_a_token(env: Env, client: TestClient) -> None:
@@ -223,9 +223,9 @@ def test_log_newest_first_filters_and_paging(env: Env, client: TestClient) -> No
 
 
 def test_checkpoints_and_proofs_verify_offline(env: Env, client: TestClient) -> None:
-    from audit import merkle
-    from audit.canonical import canonical
-    from audit.keys import verify_signature
+    from signoff.audit import merkle
+    from signoff.audit.canonical import canonical
+    from signoff.audit.keys import verify_signature
 
     env.open()
     assert client.get("/api/checkpoints/latest", headers=env.bearer()).status_code == 404
@@ -309,7 +309,7 @@ def test_listing_follows_every_log_change(env: Env, client: TestClient) -> None:
 
 
 def test_signing_a_checkpoint_needs_the_log_key(env: Env) -> None:
-    from desk.app import create_app
+    from signoff.desk.app import create_app
 
     app = create_app(env.url, access_log=False)  # no key_path
     app.state.desk.accounts = env.desk.accounts

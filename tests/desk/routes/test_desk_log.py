@@ -32,7 +32,7 @@ def test_log_page_badge_checkpoint_and_downloads(env: Env, client: TestClient, t
     proof = client.get("/log/proof/0.json").json()
     assert proof["checkpoint"]["root"] == proof["root"] == cp.json()["root"]
     # The downloads are what the audit CLI reads: prove the live log extends the checkpoint.
-    from audit.cli import main as audit_main
+    from signoff.audit.cli import main as audit_main
 
     kept = tmp_path / "checkpoint.json"
     kept.write_bytes(cp.content)

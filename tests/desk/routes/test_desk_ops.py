@@ -48,7 +48,7 @@ def test_metrics_count_pending_decisions_and_latency(env: Env, client: TestClien
 
 
 def test_request_log_is_one_json_object_per_line(env: Env, caplog: pytest.LogCaptureFixture) -> None:
-    from desk.app import create_app
+    from signoff.desk.app import create_app
 
     app = create_app(env.url, env.key, access_log=True)
     with caplog.at_level(logging.INFO, logger="desk.access"), TestClient(app) as c:
