@@ -2,8 +2,10 @@
 
 The public surface is re-exported here; modules are small and each has one job:
 ``canonical`` (RFC 8785), ``entry`` (records and hashes), ``merkle`` (RFC 9162),
-``keys`` (Ed25519), ``store`` (SQLite/PostgreSQL), ``rules`` (the review lifecycle),
-``reviews`` (the service), ``verify`` (the auditor's check) and ``cli`` (``audit``).
+``keys`` (Ed25519), ``store`` (SQLite/PostgreSQL; with ``reader``, ``tree``, ``tx`` and
+``driver``), ``rules`` (the review lifecycle), ``reviews`` (the service; with
+``review_types``, ``review_queries`` and ``reviewers``), ``verify`` (the auditor's check;
+with ``verifier`` and ``verify_projection``) and ``cli`` (``audit``).
 """
 
 from signoff.audit.canonical import canonical, digest

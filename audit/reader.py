@@ -1,0 +1,188 @@
+"""The read side of the store: the log's identity and head, and its entries in ``seq`` order.
+
+:class:`LogReader` is a base of :class:`signoff.audit.store.Store`, which opens the
+engines and sets the attributes declared here. Reads stream in chunks, with flat memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+
+from signoff.audit import entry as entries
+from signoff.audit.canonical import decode
+from signoff.audit.driver import dbapi_cursor, fetch, notify_channel, safe_url
+from signoff.audit.entry import Entry
+from signoff.audit.errors import LogNotFound, StoreError
+from signoff.audit.notify import ChangeFeed, postgres_watcher
+from signoff.audit.tables import EntryRow, KeyRow, LogRow
+
+READ_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class LogInfo:
+    id: str
+    public_key: str
+    created_at: str
+    size: int
+    head: str
+
+
+class LogReader:
+    """Reads of one log; the attributes below are set by :class:`signoff.audit.store.Store`."""
+
+    url: str
+    backend: str
+    clock: Callable[[], datetime]
+    read_engine: Engine
+    feed: ChangeFeed
+    _sql: dict[str, str]
+    _log: LogInfo | None
+    _pg_conninfo: str
+
+    # -- the log itself ---------------------------------------------------------------
+
+    def info(self) -> LogInfo:
+        if self._log is None:
+            with self.read_engine.connect() as conn:
+                row = conn.execute(
+                    select(LogRow.id, LogRow.public_key, LogRow.created_at)  # type: ignore[call-overload]
+                ).first()
+            if row is None:
+                raise LogNotFound(f"store {safe_url(self.url)}: expected a log, found none (run `audit init`)")
+            self._log = LogInfo(row[0], row[1], row[2], 0, "")
+            if self.backend == "postgresql" and self.feed._watcher is None:
+                self.feed._watcher = postgres_watcher(self._pg_conninfo, notify_channel(row[0]))
+        size, head = self._head()
+        return LogInfo(self._log.id, self._log.public_key, self._log.created_at, size, head)
+
+    @property
+    def log_id(self) -> str:
+        if self._log is None:
+            self.info()
+        assert self._log is not None
+        return self._log.id
+
+    @property
+    def public_key(self) -> str:
+        if self._log is None:
+            self.info()
+        assert self._log is not None
+        return self._log.public_key
+
+    def _head(self, conn: Connection | None = None) -> tuple[int, str]:
+        if conn is None:
+            with self.read_engine.connect() as own:
+                return self._head(own)
+        cursor = dbapi_cursor(conn)
+        cursor.execute(self._sql["last"], (self.log_id,))
+        row = cursor.fetchone()
+        if row is None:
+            raise LogNotFound(f"store {safe_url(self.url)}: expected a log, found none (run `audit init`)")
+        return int(row[0]) + 1, str(row[1])
+
+    def size(self) -> int:
+        return self._head()[0]
+
+    def read_rows(self, sql: str, *params: Any) -> list[Any]:
+        """Run driver-level read SQL (``?`` placeholders) outside a write; rows with named fields."""
+        with self.read_engine.connect() as conn:
+            return fetch(dbapi_cursor(conn), self.backend, sql, params)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def iter_rows(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes, bytes]]:
+        """Stream ``(seq, hash, raw bytes, stored Merkle nodes)`` in seq order, for the verifier."""
+        log_id = self.log_id
+        cursor = start
+        while True:
+            query = (
+                select(EntryRow.seq, EntryRow.hash, EntryRow.raw, EntryRow.nodes)  # type: ignore[call-overload]
+                .where(EntryRow.log == log_id, EntryRow.seq >= cursor)
+                .order_by(EntryRow.seq)
+                .limit(READ_CHUNK)
+            )
+            if stop is not None:
+                query = query.where(EntryRow.seq < stop)
+            with self.read_engine.connect() as conn:
+                rows = conn.execute(query).all()
+            if not rows:
+                return
+            for seq, digest, raw, nodes in rows:
+                yield int(seq), str(digest), bytes(raw), bytes(nodes)
+            cursor = int(rows[-1][0]) + 1
+
+    def iter_raw(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes]]:
+        """Stream ``(seq, hash, raw bytes)`` in seq order, in chunks; flat memory."""
+        for seq, digest, raw, _nodes in self.iter_rows(start, stop):
+            yield seq, digest, raw
+
+    def entries(
+        self,
+        start: int = 0,
+        stop: int | None = None,
+        *,
+        kind: str | None = None,
+        review: str | None = None,
+        actor: str | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Entry]:
+        """Stream entries, optionally filtered, oldest (or newest) first."""
+        log_id = self.log_id
+        yielded = 0
+        cursor: int | None = None
+        while limit is None or yielded < limit:
+            query = select(EntryRow.seq, EntryRow.raw).where(EntryRow.log == log_id)  # type: ignore[call-overload]
+            if kind is not None:
+                query = query.where(EntryRow.kind == kind)
+            if review is not None:
+                query = query.where(EntryRow.subject == review)
+            if actor is not None:
+                query = query.where(EntryRow.actor == actor)
+            if stop is not None:
+                query = query.where(EntryRow.seq < stop)
+            query = query.where(EntryRow.seq >= start)
+            if newest_first:
+                if cursor is not None:
+                    query = query.where(EntryRow.seq < cursor)
+                query = query.order_by(EntryRow.seq.desc())  # type: ignore[attr-defined]
+            else:
+                if cursor is not None:
+                    query = query.where(EntryRow.seq > cursor)
+                query = query.order_by(EntryRow.seq)
+            chunk = READ_CHUNK if limit is None else min(READ_CHUNK, limit - yielded)
+            with self.read_engine.connect() as conn:
+                rows = conn.execute(query.limit(chunk)).all()
+            if not rows:
+                return
+            for _seq, raw in rows:
+                yield parse_entry(bytes(raw))
+                yielded += 1
+            cursor = int(rows[-1][0])
+
+    def entry(self, seq: int) -> Entry:
+        with self.read_engine.connect() as conn:
+            row = conn.execute(
+                select(EntryRow.raw).where(EntryRow.log == self.log_id, EntryRow.seq == seq)  # type: ignore[call-overload]
+            ).first()
+        if row is None:
+            raise StoreError(f"seq {seq}: expected an entry, found none (log size {self.size()})")
+        return parse_entry(bytes(row[0]))
+
+    def key_owners(self) -> list[tuple[str, str]]:
+        """Enrolled keys as ``(fingerprint, actor)`` pairs."""
+        with self.read_engine.connect() as conn:
+            rows = conn.execute(
+                select(KeyRow.fingerprint, KeyRow.actor).where(KeyRow.log == self.log_id)  # type: ignore[call-overload]
+            ).all()
+        return [(str(fp), str(actor)) for fp, actor in rows]
+
+
+def parse_entry(raw: bytes) -> Entry:
+    return entries.from_json(decode(raw, "entry"), raw)

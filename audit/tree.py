@@ -1,0 +1,174 @@
+"""The log's Merkle tree in the store, and its signed checkpoints (RFC 9162 §2.1).
+
+Each entry stores the subtree hashes it completes, so a root or a proof costs O(log n)
+reads and a checkpoint never rereads the log. The pure tree code is :mod:`signoff.audit.merkle`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, insert, select, update
+
+from signoff.audit import merkle
+from signoff.audit.canonical import canonical
+from signoff.audit.driver import dbapi_cursor
+from signoff.audit.entry import format_hash, format_time, parse_hash
+from signoff.audit.errors import StoreError
+from signoff.audit.keys import Signer, read_private_key, verify_signature
+from signoff.audit.reader import LogReader
+from signoff.audit.tables import CheckpointRow
+
+HASH_SIZE = 32
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A signed tree head, ``{"log", "size", "root", "at"}`` plus the log's ``sig``."""
+
+    log: str
+    size: int
+    root: str
+    at: str
+    sig: dict[str, str]
+
+    def body(self) -> dict[str, Any]:
+        return {"log": self.log, "size": self.size, "root": self.root, "at": self.at}
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.body(), "sig": self.sig}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Checkpoint:
+        try:
+            return cls(str(data["log"]), int(data["size"]), str(data["root"]), str(data["at"]), dict(data["sig"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"expected a checkpoint with log, size, root, at and sig, found {exc}") from None
+
+    def verify(self, public_key: str) -> bool:
+        return verify_signature(public_key, self.sig, canonical(self.body()))
+
+
+class LogTree(LogReader):
+    """Merkle roots, proofs and checkpoints over a :class:`LogReader`'s entries."""
+
+    write_engine: Engine
+    _compact_cache: tuple[int, str, merkle.CompactRange] | None
+
+    # -- Merkle tree (RFC 9162 §2.1) -------------------------------------------------
+
+    def _compact_at(self, conn: Connection, size: int, head: str) -> merkle.CompactRange:
+        """The compact range at ``size``: from the cache when the head matches, else O(log n) reads."""
+        cached = self._compact_cache
+        if cached is not None and cached[0] == size and cached[1] == head:
+            return cached[2].copy()
+        hashes = self._node_hashes(conn, merkle.perfect_subtrees(0, size))
+        return merkle.CompactRange(size, hashes)
+
+    def _node_hashes(self, conn: Connection, nodes: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Perfect subtree hashes: a leaf's own hash, or a node stored with the entry that completed it."""
+        out = []
+        for level, index in nodes:
+            last_leaf = ((index + 1) << level) - 1
+            cursor = dbapi_cursor(conn)
+            cursor.execute(self._sql["node"], (self.log_id, last_leaf))
+            row = cursor.fetchone()
+            if row is None:
+                raise StoreError(f"Merkle node ({level}, {index}): expected entry {last_leaf}, found none")
+            if level == 0:
+                out.append(parse_hash(row[0]))
+            else:
+                node = bytes(row[1])[(level - 1) * HASH_SIZE : level * HASH_SIZE]
+                if len(node) != HASH_SIZE:
+                    raise StoreError(f"Merkle node ({level}, {index}): expected a stored hash, found none")
+                out.append(node)
+        return out
+
+    def _range_hashes(self, conn: Connection, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        return [merkle.subtree_root(self._node_hashes(conn, merkle.perfect_subtrees(s, e))) for s, e in ranges]
+
+    def root(self, size: int | None = None) -> bytes:
+        """The Merkle tree hash over the first ``size`` entries, from O(log n) stored nodes."""
+        current = self.size()
+        size = current if size is None else size
+        if not 0 <= size <= current:
+            raise StoreError(f"tree size: expected 0..{current}, found {size}")
+        if size == 0:
+            return merkle.EMPTY_ROOT
+        with self.read_engine.connect() as conn:
+            return self._range_hashes(conn, [(0, size)])[0]
+
+    def inclusion_proof(self, seq: int, size: int | None = None) -> list[bytes]:
+        current = self.size()
+        size = current if size is None else size
+        if not 0 <= seq < size <= current:
+            raise StoreError(f"inclusion proof: expected 0 <= seq < size <= {current}, found seq {seq}, size {size}")
+        with self.read_engine.connect() as conn:
+            return self._range_hashes(conn, merkle.inclusion_path(seq, size))
+
+    def consistency_proof(self, old_size: int, new_size: int | None = None) -> list[bytes]:
+        current = self.size()
+        new_size = current if new_size is None else new_size
+        if not 0 < old_size <= new_size <= current:
+            raise StoreError(
+                f"consistency proof: expected 0 < old size <= new size <= {current}, found {old_size}, {new_size}"
+            )
+        with self.read_engine.connect() as conn:
+            return self._range_hashes(conn, merkle.consistency_path(old_size, new_size))
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def checkpoint(self, key: str | Path | Signer) -> Checkpoint:
+        """Sign and store the current tree head (its root comes from the compact range)."""
+        signer = key if isinstance(key, Signer) else read_private_key(key)
+        if signer.public != self.public_key:
+            raise StoreError(f"checkpoint key: expected the log's key {self.public_key}, found {signer.public}")
+        with self.read_engine.connect() as conn:
+            size, head = self._head(conn)
+            compact = self._compact_at(conn, size, head)
+        root = format_hash(compact.root())
+        point = Checkpoint(self.log_id, int(size), root, format_time(self.clock()), {})
+        point = Checkpoint(point.log, point.size, point.root, point.at, signer.sign(canonical(point.body())))
+        with self.write_engine.begin() as conn:
+            exists = conn.execute(
+                select(CheckpointRow.size).where(CheckpointRow.log == self.log_id, CheckpointRow.size == size)  # type: ignore[call-overload]
+            ).first()
+            if exists is None:
+                conn.execute(
+                    insert(CheckpointRow),
+                    {
+                        "log": self.log_id,
+                        "size": size,
+                        "root": root,
+                        "at": point.at,
+                        "signed": json.dumps(point.to_json()),
+                    },
+                )
+            else:
+                conn.execute(
+                    update(CheckpointRow)
+                    .where(CheckpointRow.log == self.log_id, CheckpointRow.size == size)  # type: ignore[arg-type]
+                    .values(root=root, at=point.at, signed=json.dumps(point.to_json()))
+                )
+        return point
+
+    def checkpoints(self) -> list[Checkpoint]:
+        with self.read_engine.connect() as conn:
+            rows = conn.execute(
+                select(CheckpointRow.signed).where(CheckpointRow.log == self.log_id).order_by(CheckpointRow.size)  # type: ignore[call-overload]
+            ).all()
+        return [Checkpoint.from_json(json.loads(row[0])) for row in rows]
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        with self.read_engine.connect() as conn:
+            row = conn.execute(
+                select(CheckpointRow.signed)  # type: ignore[call-overload]
+                .where(CheckpointRow.log == self.log_id)
+                .order_by(CheckpointRow.size.desc())  # type: ignore[attr-defined]
+                .limit(1)
+            ).first()
+        return None if row is None else Checkpoint.from_json(json.loads(row[0]))

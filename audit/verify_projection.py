@@ -1,0 +1,102 @@
+"""The review projection checked against the log (DESIGN.md: every projection is rebuilt from the log).
+
+The review queue, frontiers and reviewers in the database must be exactly what the
+:class:`~signoff.audit.verifier.Verifier` derived from the entries.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import select
+from sqlmodel import col
+
+from signoff.audit import rules
+from signoff.audit.canonical import digest as json_digest
+from signoff.audit.errors import VerificationFailed
+from signoff.audit.store import Store
+from signoff.audit.tables import FrontierRow, ReviewerRow, ReviewRow
+from signoff.audit.verifier import Verifier, frontier_tuple, review_tuple, row_hash
+
+ROW_FIELDS = (
+    "id", "status", "frontier", "tool", "agent", "app", "session", "confirmation_id", "call_id", "opened_seq",
+    "opened_at",
+    "args_digest", "deadline", "decided_seq", "decided_by", "decided_at", "final_digest", "executed_seq", "data",
+)  # fmt: skip
+
+
+def row_tuple(row: Any) -> tuple[Any, ...]:
+    """A review's projection row as stored."""
+    return (
+        row.id, row.status, row.frontier, row.tool, row.agent, row.app, row.session, row.confirmation_id,
+        row.call_id, row.opened_seq, row.opened_at, row.args_digest, row.deadline, row.decided_seq, row.decided_by,
+        row.decided_at, row.final_digest, row.executed_seq, json_digest(json.loads(row.data)),
+    )  # fmt: skip
+
+
+class ProjectionMismatch(Exception):
+    """The folded projection sums differ; a second, full-memory pass names the row."""
+
+
+def check_projection(store: Store, v: Verifier) -> None:
+    """The review queue, frontiers and reviewers must be exactly what the log says.
+
+    Compared as order-free multiset hashes of the rows, so memory stays flat; with
+    ``v.keep_all`` each row is compared directly, to name the one that differs.
+    """
+    review_sum = v.review_sum + sum(row_hash(review_tuple(f)) for f in v.reviews.values())
+    frontier_sum = v.frontier_sum + sum(row_hash(frontier_tuple(k, f)) for k, f in v.frontiers.items())
+    found_reviews = found_frontiers = seen_reviews = seen_frontiers = 0
+    with store.read_engine.connect() as conn:
+        query = select(ReviewRow).where(ReviewRow.log == v.log)  # type: ignore[arg-type]
+        for row in conn.execution_options(yield_per=2000).execute(query):
+            found = row_tuple(row)
+            if v.keep_all:
+                facts = v.reviews.get(row.id)
+                expected = review_tuple(facts) if facts else None
+                if expected != found:
+                    seq = facts.decided_seq if facts and facts.decided_seq is not None else row.opened_seq
+                    if expected is None:
+                        raise VerificationFailed(seq, f"projection of review {row.id}", "no such review", "a row")
+                    differ = [f"{name}={e!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
+                    shown = [f"{name}={f!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
+                    raise VerificationFailed(seq, f"projection of review {row.id}", ", ".join(differ), ", ".join(shown))
+            found_reviews += row_hash(found)
+            seen_reviews += 1
+        if v.keep_all and seen_reviews != len(v.reviews):
+            raise VerificationFailed(None, "projection", f"{len(v.reviews)} review rows", f"{seen_reviews}")
+        if not v.keep_all and found_reviews != review_sum:
+            raise ProjectionMismatch()
+        for front_row in conn.execute(select(FrontierRow).where(col(FrontierRow.log) == v.log)):
+            found_f = (front_row.id, front_row.open_count, front_row.size, front_row.resumed_seq)
+            if v.keep_all:
+                front = v.frontiers.get(front_row.id)
+                expected_f = frontier_tuple(front_row.id, front) if front else None
+                if expected_f != found_f:
+                    named = [x for x in (front[2] if front else None, front_row.resumed_seq) if x is not None]
+                    raise VerificationFailed(
+                        min(named) if named else front_row.opened_seq,
+                        f"projection of frontier {front_row.id}",
+                        str(expected_f),
+                        str(found_f),
+                    )
+            found_frontiers += row_hash(found_f)
+            seen_frontiers += 1
+        if v.keep_all and seen_frontiers != len(v.frontiers):
+            raise VerificationFailed(None, "projection", f"{len(v.frontiers)} frontier rows", f"{seen_frontiers}")
+        if not v.keep_all and found_frontiers != frontier_sum:
+            raise ProjectionMismatch()
+        people = 0
+        for person in conn.execute(select(ReviewerRow).where(col(ReviewerRow.log) == v.log)):
+            people += 1
+            state = v.reviewers.get(person.id)
+            found_state = rules.ReviewerState(
+                person.id, tuple(json.loads(person.roles)), tuple(json.loads(person.tools)), bool(person.enabled)
+            )
+            if state != found_state:
+                raise VerificationFailed(
+                    person.enrolled_seq, f"projection of reviewer {person.id}", str(state), str(found_state)
+                )
+        if people != len(v.reviewers):
+            raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
