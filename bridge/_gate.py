@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import Review
+from signoff.audit import Review, ReviewService
 from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, binding_for
 from signoff.bridge._mapping import EDITED, PENDING, RUNS, STOPS, edit_note, stop_result
-
-if TYPE_CHECKING:
-    from signoff.bridge._signoff import Signoff
+from signoff.bridge._policy import Policies
 
 FORCED_PAUSE_STATUS = "awaiting review"
 _WF_PREFIX = WORKFLOW_CONFIRMATION_PREFIX
@@ -32,10 +30,21 @@ def agent_actor(agent: str) -> str:
     return f"agent:{agent or 'adk'}"
 
 
+class GateHost(Protocol):
+    """What the gate needs of its ``Signoff``."""
+
+    reviews: ReviewService
+    policies: Policies
+
+    def remember_tool(self, agent: str, tool: BaseTool) -> None: ...
+
+    def lookup_review_id(self, session: str, value: str, *, by: str = "confirmation_id") -> str | None: ...
+
+
 class ToolGate:
     """``before``/``after`` for one ``Signoff``; shared by the plugin and the agent callbacks."""
 
-    def __init__(self, signoff: Signoff) -> None:
+    def __init__(self, signoff: GateHost) -> None:
         self.signoff = signoff
         self._running: dict[str, Review] = {}
 

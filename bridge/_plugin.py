@@ -6,7 +6,8 @@ Internal module, not public API; import from ``bridge``.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events.event import Event
@@ -14,10 +15,22 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 
-from signoff.bridge._calls import METADATA_KEY, adk_confirmation_id, paused_calls
+from signoff.audit import Frontier
+from signoff.bridge._calls import METADATA_KEY, PausedCall, adk_confirmation_id, paused_calls
 
-if TYPE_CHECKING:
-    from signoff.bridge._signoff import Signoff
+
+class PluginHost(Protocol):
+    """What the plugin needs of its ``Signoff``."""
+
+    def open_frontier(self, calls: Sequence[PausedCall]) -> Frontier: ...
+
+    async def before_tool(self, tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None: ...
+
+    async def after_tool(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: Any, result: Any
+    ) -> dict[str, Any] | None: ...
+
+    def tool_failed(self, tool_context: Any) -> None: ...
 
 
 class SignoffPlugin(BasePlugin):
@@ -33,7 +46,7 @@ class SignoffPlugin(BasePlugin):
     * ``on_tool_error_callback``: a tool that raised is not recorded as executed (the error is ADK's).
     """
 
-    def __init__(self, signoff: Signoff, name: str = "signoff") -> None:
+    def __init__(self, signoff: PluginHost, name: str = "signoff") -> None:
         super().__init__(name=name)
         self.signoff = signoff
 

@@ -23,24 +23,28 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
 
-from signoff.audit import Frontier, Review
+from signoff.audit import Frontier, Review, ReviewService, Store
 from signoff.audit.errors import AlreadyResumed, FrontierNotReady
 from signoff.bridge._calls import PausedCall, adk_confirmation_id, answered_ids, resume_message
 from signoff.bridge._mapping import to_tool_confirmation
-
-if TYPE_CHECKING:
-    from signoff.bridge._signoff import Signoff
 
 log = logging.getLogger("signoff.bridge")
 
 StepHook = Callable[[str, str], None]
 """Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
+
+
+class ResumerHost(Protocol):
+    """What the resumer needs of its ``Signoff``: the log and the review service over it."""
+
+    store: Store
+    reviews: ReviewService
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Resumer:
 
     def __init__(
         self,
-        signoff: Signoff,
+        signoff: ResumerHost,
         runner: Runner,
         *,
         actor: str | None = None,

@@ -17,12 +17,14 @@ import jsonpatch
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import CallSpec, Frontier, Review, ReviewService, Store, open_store
-from signoff.audit.errors import FrontierNotReady, ReviewClosed, UnknownReview
+from signoff.audit import CallSpec, Frontier, Policy, Review, ReviewService, Store, open_store
+from signoff.audit.errors import FrontierNotReady, LogExists, PatchFailed, ReviewClosed, UnknownReview
 from signoff.bridge._calls import KIND_WORKFLOW_INPUT, PausedCall
 from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor
 from signoff.bridge._mapping import to_tool_confirmation
+from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._policy import Policies, ToolPolicy
+from signoff.bridge._resumer import Resumer, StepHook
 from signoff.bridge._schema import check_args, tool_schema
 
 if TYPE_CHECKING:
@@ -30,9 +32,6 @@ if TYPE_CHECKING:
 
     from google.adk.events.event import Event
     from google.adk.runners import Runner
-
-    from signoff.bridge._plugin import SignoffPlugin
-    from signoff.bridge._resumer import Resumer, StepHook
 
 _DEFAULT: Signoff | None = None
 
@@ -61,8 +60,6 @@ class Signoff:
         """
         self.store = open_store(store) if isinstance(store, str) else store
         if init_key is not None:
-            from signoff.audit.errors import LogExists
-
             with contextlib.suppress(LogExists):
                 self.store.init_log(init_key)
         self.reviews = ReviewService(self.store)
@@ -77,8 +74,6 @@ class Signoff:
     # -- the two objects an app installs ------------------------------------------------
 
     def plugin(self, name: str = "signoff") -> SignoffPlugin:
-        from signoff.bridge._plugin import SignoffPlugin
-
         return SignoffPlugin(self, name=name)
 
     def resumer(
@@ -92,8 +87,6 @@ class Signoff:
         on_event: Callable[[Event], Any] | None = None,
     ) -> Resumer:
         """A worker that sends every decided frontier of ``runner``'s app back to its run (see ``Resumer``)."""
-        from signoff.bridge._resumer import Resumer
-
         return Resumer(
             self,
             runner,
@@ -200,8 +193,6 @@ class Signoff:
             patched = jsonpatch.apply_patch(copy.deepcopy(review.call.args), patch)
             check_args(review.call.tool_schema, patched)
             if patched != new_args:
-                from signoff.audit.errors import PatchFailed
-
                 raise PatchFailed("payload.patch: expected it to turn the opened args into payload.args")
             if not patch:
                 return self.reviews.approve(review.id, reviewer=reviewer, rationale=rationale)
@@ -235,8 +226,6 @@ class Signoff:
         """
         review = await asyncio.to_thread(self.review_for, call)
         if review is None:
-            from signoff.audit import Policy
-
             audit_policy = self.policies.for_tool(call.tool).to_audit()
             if timeout is not None:
                 audit_policy = Policy(role=audit_policy.role, deadline_seconds=timeout)

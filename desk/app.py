@@ -5,64 +5,28 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
 from signoff.audit import ReviewService, open_store
 from signoff.audit.errors import AuditError, LogNotFound
-from signoff.desk import reqlog
+from signoff.desk import reqlog, web
 from signoff.desk.auth import Accounts
 from signoff.desk.cache import LogCache
+from signoff.desk.context import STATIC_DIR, TEMPLATES_DIR, Desk, make_templates
 from signoff.desk.db import make_engine
+from signoff.desk.deps import NeedSignIn
 from signoff.desk.errors import classify, problem
 from signoff.desk.metrics import Metrics
+from signoff.desk.routes import api, log, ops, reviews, signin
 from signoff.desk.sse import Broker
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-# The repository keeps templates at its top level; an installed copy may ship them in the package.
-TEMPLATES_DIR = next(
-    (d for d in (PACKAGE_DIR.parent / "templates", PACKAGE_DIR / "templates") if (d / "base.html").exists()),
-    PACKAGE_DIR.parent / "templates",
-)
-STATIC_DIR = PACKAGE_DIR / "static"
-
-
-@dataclass
-class Desk:
-    """Everything a request needs, built once per app."""
-
-    store: Any
-    svc: Any
-    accounts: Accounts
-    broker: Broker
-    cache: LogCache
-    metrics: Metrics
-    verifier: IncrementalVerifier
-    rules: RuleVerifier
-    templates: Jinja2Templates
-    key_path: Path | None
-    secure_cookies: bool | None = None  # None: Secure when the request came over HTTPS
-
-
-def _templates() -> Jinja2Templates:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
-        autoescape=True,  # everything from an agent is shown escaped
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    from signoff.desk import present
-
-    env.filters.update(present.FILTERS)
-    return Jinja2Templates(env=env)
+__all__ = ["STATIC_DIR", "TEMPLATES_DIR", "Desk", "create_app"]
 
 
 def create_app(
@@ -103,7 +67,7 @@ def create_app(
         metrics=Metrics(lambda: svc.count_pending()),
         verifier=IncrementalVerifier(store),
         rules=RuleVerifier(store),
-        templates=_templates(),
+        templates=make_templates(),
         key_path=Path(key_path) if key_path else None,
         secure_cookies=secure_cookies,
     )
@@ -129,10 +93,6 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.desk = desk
-
-    from signoff.desk import web
-    from signoff.desk.deps import NeedSignIn
-    from signoff.desk.routes import api, log, ops, reviews, signin
 
     app.include_router(ops.router)
     app.include_router(api.router)

@@ -9,8 +9,8 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from signoff.desk.app import Desk
 from signoff.desk.auth import SignedIn
+from signoff.desk.context import Desk
 
 SESSION_COOKIE = "desk_session"
 PRE_CSRF_COOKIE = "desk_csrf"

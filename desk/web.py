@@ -8,8 +8,8 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from signoff.desk.app import Desk
 from signoff.desk.auth import SignedIn
+from signoff.desk.context import Desk
 
 PAGE_SIZE = 50
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from signoff.desk.app import Desk
+from signoff.desk.context import Desk
 
 
 def _latency(review: Any) -> float | None:

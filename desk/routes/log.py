@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.models import as_json
+from signoff.desk.routes.api import inclusion_body
 from signoff.desk.web import PAGE_SIZE, Refused, me, render
 
 router = APIRouter(include_in_schema=False)
@@ -74,8 +75,6 @@ def sign_checkpoint(request: Request, desk: DeskDep, who: PageReviewer, form: Cs
 @router.get("/log/proof/{seq}.json")
 def proof_download(desk: DeskDep, who: PageReviewer, seq: int, size: int | None = None) -> Response:
     """Inclusion proof against the latest checkpoint when it covers ``seq``, else the current tree."""
-    from signoff.desk.routes.api import inclusion_body
-
     current = desk.store.size()
     if not 0 <= seq < current:
         raise Refused(404, "No such entry", f"The log has no entry {seq}.")

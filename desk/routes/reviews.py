@@ -12,8 +12,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from starlette.datastructures import FormData
 
 from signoff.audit.errors import AuditError, UnknownReview
-from signoff.desk.app import Desk
 from signoff.desk.auth import SignedIn
+from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.errors import classify

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from signoff.desk.app import Desk
 from signoff.desk.auth import SignInRefused
+from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm, check_sign_in_form
 from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, PageReviewer
 from signoff.desk.web import me, render, safe_next, secure_cookies

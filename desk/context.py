@@ -1,0 +1,56 @@
+"""What every request reaches through ``request.app.state.desk``: the :class:`Desk` and its templates.
+
+Routes, dependencies and page helpers import this module; ``desk.app`` builds the ``Desk``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from fastapi.templating import Jinja2Templates
+
+from signoff.desk import present
+from signoff.desk.auth import Accounts
+from signoff.desk.cache import LogCache
+from signoff.desk.metrics import Metrics
+from signoff.desk.sse import Broker
+from signoff.desk.verify import IncrementalVerifier, RuleVerifier
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The repository keeps templates at its top level; an installed copy may ship them in the package.
+TEMPLATES_DIR = next(
+    (d for d in (PACKAGE_DIR.parent / "templates", PACKAGE_DIR / "templates") if (d / "base.html").exists()),
+    PACKAGE_DIR.parent / "templates",
+)
+STATIC_DIR = PACKAGE_DIR / "static"
+
+
+@dataclass
+class Desk:
+    """Everything a request needs, built once per app."""
+
+    store: Any
+    svc: Any
+    accounts: Accounts
+    broker: Broker
+    cache: LogCache
+    metrics: Metrics
+    verifier: IncrementalVerifier
+    rules: RuleVerifier
+    templates: Jinja2Templates
+    key_path: Path | None
+    secure_cookies: bool | None = None  # None: Secure when the request came over HTTPS
+
+
+def make_templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+        autoescape=True,  # everything from an agent is shown escaped
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(present.FILTERS)
+    return Jinja2Templates(env=env)
