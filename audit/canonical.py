@@ -20,6 +20,9 @@ import rfc8785
 from signoff.audit.errors import CanonicalFormError
 
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 64
+"""Nesting deeper than this is refused wherever a value is written or read (an entry's body sits
+three levels below its top, and args at most :data:`signoff.audit.limits.MAX_VALUE_DEPTH` below it)."""
 _SIMPLE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -37,18 +40,19 @@ def check(value: Any, path: str = "$") -> bool:
     Returns True when the value holds a float or a character beyond the BMP, the two
     cases where RFC 8785 differs from sorted, compact ``json.dumps``. The common, valid
     case walks without building paths; paths are built only to name a refused value.
+    Nesting deeper than :data:`MAX_DEPTH` levels is refused before it can exhaust the stack.
     """
     try:
-        return _quick(value)
+        return _quick(value, MAX_DEPTH)
     except _Refused:
-        return _named(value, path)
+        return _named(value, path, MAX_DEPTH)
 
 
 class _Refused(Exception):
     pass
 
 
-def _quick(value: Any) -> bool:
+def _quick(value: Any, room: int) -> bool:
     if value is None or value is True or value is False:
         return False
     kind = type(value)
@@ -64,16 +68,20 @@ def _quick(value: Any) -> bool:
             return False
         raise _Refused
     if kind is dict:
+        if not room:
+            raise _Refused
         slow = False
         for key, item in value.items():
             if type(key) is not str:
                 raise _Refused
-            slow = _quick(key) | _quick(item) | slow
+            slow = _quick(key, room) | _quick(item, room - 1) | slow
         return slow
     if kind is list or kind is tuple:
+        if not room:
+            raise _Refused
         slow = False
         for item in value:
-            slow = _quick(item) | slow
+            slow = _quick(item, room - 1) | slow
         return slow
     if kind is float:
         if math.isfinite(value):
@@ -82,7 +90,7 @@ def _quick(value: Any) -> bool:
     raise _Refused  # anything else (subclasses, bytes, objects): the named walk decides
 
 
-def _named(value: Any, path: str) -> bool:
+def _named(value: Any, path: str, room: int) -> bool:
     if value is None or isinstance(value, bool):
         return False
     if isinstance(value, str):
@@ -96,17 +104,19 @@ def _named(value: Any, path: str) -> bool:
             raise CanonicalFormError(path, f"expected a finite number (RFC 8785 §3.2.2.3), found {value}")
         return True
     slow = False
+    if isinstance(value, dict | list | tuple) and not room:
+        raise CanonicalFormError(path, f"expected at most {MAX_DEPTH} levels of nesting, found deeper nesting here")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CanonicalFormError(
                     path, f"expected string object keys (RFC 8259 §4), found {type(key).__name__} {key!r}"
                 )
-            slow = _check_str(key, path, what="key") | _named(item, _child(path, key)) | slow
+            slow = _check_str(key, path, what="key") | _named(item, _child(path, key), room - 1) | slow
         return slow
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            slow = _named(item, _child(path, index)) | slow
+            slow = _named(item, _child(path, index), room - 1) | slow
         return slow
     if isinstance(value, bytes | bytearray):
         raise CanonicalFormError(path, "expected a JSON string, found bytes (decode them as UTF-8 first)")
@@ -169,12 +179,40 @@ def decode(raw: bytes, what: str = "input") -> Any:
             out[key] = value
         return out
 
+    too_deep = nesting_beyond(raw)
+    if too_deep is not None:
+        raise CanonicalFormError(
+            "$", f"expected {what} with at most {MAX_DEPTH} levels of nesting, found deeper at byte {too_deep}"
+        )
     try:
         value = json.loads(text, parse_constant=float, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         raise CanonicalFormError("$", f"expected JSON {what}, found a syntax error: {exc}") from None
     check(value)
     return value
+
+
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def nesting_beyond(raw: bytes | str, limit: int = MAX_DEPTH) -> int | None:
+    """The byte offset where JSON text first nests deeper than ``limit`` levels, or None.
+
+    Checked before parsing, so that no parser recurses into hostile input. Brackets inside
+    strings do not count; the bound is exact, not a guess."""
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") <= limit:  # cannot nest deeper than it has brackets
+        return None
+    depth = 0
+    for match in _STRUCTURE.finditer(data):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return None
 
 
 def _no_constant(name: str) -> Any:
@@ -215,6 +253,9 @@ def parse_canonical(raw: bytes) -> tuple[Any, bool]:
     the BMP). Everything else goes through ``rfc8785`` itself. Returns the value and
     whether it took the fast path (then :func:`fast_digest` is exact for its parts).
     """
+    too_deep = nesting_beyond(raw)
+    if too_deep is not None:
+        raise ValueError(f"not canonical: nested deeper than {MAX_DEPTH} levels at byte {too_deep}")
     try:
         text = raw.decode("utf-8")
         _DECODER.saw_float = False

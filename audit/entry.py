@@ -20,7 +20,7 @@ VERSION = 1
 ZERO_HASH = "sha256:" + "0" * 64
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 TIME = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z$")
-ACTOR = re.compile(r"^(human|agent|service|log):[^\s]{1,200}$")
+ACTOR = re.compile(r"^(human|agent|service|admin|log):[^\s]{1,200}$")
 
 KINDS = frozenset(
     {
@@ -35,6 +35,9 @@ KINDS = frozenset(
         "reviewer.enrolled",
         "reviewer.disabled",
         "key.enrolled",
+        "key.revoked",
+        "log.configured",
+        "log.checkpoint",
     }
 )
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
@@ -68,15 +71,21 @@ def parse_time(text: str) -> datetime:
     return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
 
 
-def statement(kind: str, actor: str, body: dict[str, Any]) -> bytes:
-    """The bytes an actor signs: ``canonical({"kind", "actor", "body"})`` (no seq, prev or at)."""
-    return canonical({"kind": kind, "actor": actor, "body": body})
+def statement(kind: str, actor: str, body: dict[str, Any], log: str | None = None) -> bytes:
+    """The bytes an actor signs: ``canonical({"log", "kind", "actor", "body"})`` (no seq, prev or at).
+
+    Logs under rules version 2 name the log (``log``); older logs sign without it
+    (see :func:`signoff.audit.trust.statement`).
+    """
+    if log is None:
+        return canonical({"kind": kind, "actor": actor, "body": body})
+    return canonical({"log": log, "kind": kind, "actor": actor, "body": body})
 
 
 def check_actor(actor: str, field: str = "actor") -> None:
     if not isinstance(actor, str) or not ACTOR.match(actor):
         raise InvalidEntry(
-            f"{field}: expected 'human:|agent:|service:|log:' followed by a name without spaces, found {actor!r}"
+            f"{field}: expected 'human:|agent:|service:|admin:|log:' followed by a name without spaces, found {actor!r}"
         )
 
 

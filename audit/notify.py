@@ -23,6 +23,7 @@ class ChangeFeed:
     def __init__(self, watcher: Callable[[ChangeFeed, threading.Event], None] | None) -> None:
         self._cond = threading.Condition()
         self._version = 0
+        self._interrupts = 0
         self._waiters = 0
         self._watcher = watcher
         self._thread: threading.Thread | None = None
@@ -32,6 +33,18 @@ class ChangeFeed:
     @property
     def version(self) -> int:
         return self._version
+
+    @property
+    def interrupts(self) -> int:
+        """How many times :meth:`interrupt` was called: a waiter that sees it change stops waiting."""
+        return self._interrupts
+
+    def interrupt(self) -> None:
+        """Wake every waiter now, with nothing new on the log (a worker that is stopping)."""
+        with self._cond:
+            self._interrupts += 1
+            self._version += 1
+            self._cond.notify_all()
 
     def bump(self) -> None:
         with self._cond:

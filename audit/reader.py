@@ -14,12 +14,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 
 from signoff.audit import entry as entries
-from signoff.audit.canonical import decode
+from signoff.audit.canonical import decode, parse_canonical
 from signoff.audit.driver import dbapi_cursor, fetch, notify_channel, safe_url
 from signoff.audit.entry import Entry
-from signoff.audit.errors import LogNotFound, StoreError
+from signoff.audit.errors import CanonicalFormError, LogNotFound, StoreError
 from signoff.audit.notify import ChangeFeed, postgres_watcher
 from signoff.audit.tables import EntryRow, KeyRow, LogRow
+from signoff.audit.trust import LogRules
 
 READ_CHUNK = 2000
 
@@ -43,6 +44,7 @@ class LogReader:
     feed: ChangeFeed
     _sql: dict[str, str]
     _log: LogInfo | None
+    _rules: LogRules | None
     _pg_conninfo: str
 
     # -- the log itself ---------------------------------------------------------------
@@ -67,6 +69,20 @@ class LogReader:
             self.info()
         assert self._log is not None
         return self._log.id
+
+    @property
+    def rules(self) -> LogRules:
+        """The rules this log lives by: its ``log.configured`` entry 1, or rules version 1 without one.
+
+        Read once: entry 1 never changes (``audit verify`` checks that it did not)."""
+        if self._rules is None:
+            found = self.read_rows("SELECT raw FROM signoff_entry WHERE log = ? AND seq = 1", self.log_id)
+            first = parse_entry(bytes(found[0].raw)) if found else None
+            if first is not None and first.kind == "log.configured":
+                self._rules = LogRules.configured(self.log_id, first.body)
+            else:
+                self._rules = LogRules(self.log_id)
+        return self._rules
 
     @property
     def public_key(self) -> str:
@@ -96,13 +112,24 @@ class LogReader:
 
     # -- reading ---------------------------------------------------------------------
 
-    def iter_rows(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes, bytes]]:
-        """Stream ``(seq, hash, raw bytes, stored Merkle nodes)`` in seq order, for the verifier."""
+    def iter_rows(
+        self, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[int, str, bytes, bytes, tuple[str, str, str | None]]]:
+        """Stream ``(seq, hash, raw bytes, stored Merkle nodes, (kind, actor, subject))`` in seq order,
+        for the verifier: everything the store keeps of an entry."""
         log_id = self.log_id
         cursor = start
         while True:
             query = (
-                select(EntryRow.seq, EntryRow.hash, EntryRow.raw, EntryRow.nodes)  # type: ignore[call-overload]
+                select(  # type: ignore[call-overload]
+                    EntryRow.seq,
+                    EntryRow.hash,
+                    EntryRow.raw,
+                    EntryRow.nodes,
+                    EntryRow.kind,
+                    EntryRow.actor,
+                    EntryRow.subject,
+                )  # fmt: skip
                 .where(EntryRow.log == log_id, EntryRow.seq >= cursor)
                 .order_by(EntryRow.seq)
                 .limit(READ_CHUNK)
@@ -113,13 +140,13 @@ class LogReader:
                 rows = conn.execute(query).all()
             if not rows:
                 return
-            for seq, digest, raw, nodes in rows:
-                yield int(seq), str(digest), bytes(raw), bytes(nodes)
+            for seq, digest, raw, nodes, kind, actor, subject in rows:
+                yield int(seq), str(digest), bytes(raw), bytes(nodes), (kind, actor, subject)
             cursor = int(rows[-1][0]) + 1
 
     def iter_raw(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, str, bytes]]:
         """Stream ``(seq, hash, raw bytes)`` in seq order, in chunks; flat memory."""
-        for seq, digest, raw, _nodes in self.iter_rows(start, stop):
+        for seq, digest, raw, _nodes, _columns in self.iter_rows(start, stop):
             yield seq, digest, raw
 
     def entries(
@@ -185,4 +212,13 @@ class LogReader:
 
 
 def parse_entry(raw: bytes) -> Entry:
-    return entries.from_json(decode(raw, "entry"), raw)
+    try:
+        data = decode(raw, "entry")
+    except CanonicalFormError as exc:
+        # RFC 8785 §3.2.2.3 writes a whole double beyond 2^53 (args of 1e16) as an integer literal, which
+        # strict reading refuses: read such a stored entry as the verifier does, as doubles.
+        try:
+            data, _fast = parse_canonical(raw)
+        except ValueError:
+            raise exc from None
+    return entries.from_json(data, raw)

@@ -1,23 +1,25 @@
 """Reading reviews: one review or frontier, the queue of open reviews, and waiting for a decision.
 
 :class:`ReviewQueries` is a base of :class:`signoff.audit.reviews.ReviewService`. Every read
-goes to the review projection; what a decided review will run with is checked against the log.
+that lists goes to the review projection; one review is read from its own log entries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
 from sqlmodel import col
 
-from signoff.audit.canonical import digest
-from signoff.audit.entry import Entry, parse_time
-from signoff.audit.errors import StoreError, UnknownFrontier, UnknownReview
+from signoff.audit.decided import read_review
+from signoff.audit.entry import Entry, format_time, parse_time
+from signoff.audit.errors import UnknownFrontier
 from signoff.audit.review_types import Frontier, Review, review_from_row
+from signoff.audit.rules import RUNNABLE
 from signoff.audit.store import Store
 from signoff.audit.tables import FrontierRow, ReviewRow
 
@@ -28,7 +30,21 @@ FRONTIER = select(FrontierRow).where(col(FrontierRow.id) == bindparam("id"), col
 FRONTIER_REVIEWS = (
     select(ReviewRow).where(col(ReviewRow.frontier) == bindparam("frontier")).order_by(col(ReviewRow.opened_seq))
 )
-_RESUMED_SEQ = select(col(FrontierRow.resumed_seq)).where(col(FrontierRow.id) == bindparam("id"))
+# Runnable reviews of resumed frontiers with no tool.executed (the status index narrows it to those).
+_STALLED_SQL = (
+    "SELECT r.id AS id, f.resumed_seq AS resumed_seq FROM signoff_review r JOIN signoff_frontier f "
+    "ON f.id = r.frontier WHERE r.log = ? AND r.status IN ('approved', 'edited') AND r.executed_seq IS NULL "
+    "AND f.resumed_seq IS NOT NULL ORDER BY f.resumed_seq LIMIT ?"
+)
+RESUMED_SEQ = select(col(FrontierRow.resumed_seq)).where(col(FrontierRow.id) == bindparam("id"))
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """An approved call whose run was resumed (``claim``) but whose tool has not run."""
+
+    review: Review
+    claim: Entry
 
 
 class ReviewQueries:
@@ -39,15 +55,10 @@ class ReviewQueries:
     # -- queries -----------------------------------------------------------------------
 
     def get(self, review_id: str) -> Review:
-        with self.store.read_engine.connect() as conn:
-            row = conn.execute(_REVIEW, {"id": review_id, "log": self.store.log_id}).first()
-            if row is None:
-                raise UnknownReview(review_id)
-            resumed = conn.execute(_RESUMED_SEQ, {"id": row.frontier}).scalar()
-        review = review_from_row(row, resumed is not None)
-        if row.final_digest is not None:
-            self._check_final_args(review, row.final_digest)
-        return review
+        """One review, as its own log entries tell it (:func:`signoff.audit.decided.read_review`): its
+        status, final args, patch and answer come from its opening and closing entries, bound by
+        review id, never from the queue's projection row."""
+        return read_review(self.store, review_id)
 
     def find(self, session: str, *, confirmation_id: str | None = None, call_id: str | None = None) -> Review | None:
         """The review of one paused call in a session, by its confirmation call id or original call id."""
@@ -64,16 +75,6 @@ class ReviewQueries:
             found = conn.execute(query.order_by(col(ReviewRow.opened_seq).desc()).limit(1)).first()
         return None if found is None else self.get(found[0])
 
-    def _check_final_args(self, review: Review, final_digest: str) -> None:
-        """What the tool will run with must be what the log says was decided, not just what the queue says."""
-        found = digest(review.final_args) if review.final_args is not None else None
-        decided = self.store.entry(review.decision_seq).body.get("args_digest") if review.decision_seq else None
-        if not (found == final_digest == decided):
-            raise StoreError(
-                f"review {review.id}: expected the projection's args to match the decision at seq "
-                f"{review.decision_seq} ({decided}), found {found} (run `audit verify`)"
-            )
-
     def frontier(self, frontier_id: str) -> Frontier:
         with self.store.read_engine.connect() as conn:
             front = conn.execute(FRONTIER, {"id": frontier_id, "log": self.store.log_id}).first()
@@ -81,7 +82,7 @@ class ReviewQueries:
                 raise UnknownFrontier(frontier_id)
             rows = conn.execute(FRONTIER_REVIEWS, {"frontier": frontier_id}).all()
         resumed = front.resumed_seq is not None
-        return Frontier(frontier_id, tuple(review_from_row(row, resumed) for row in rows), resumed)
+        return Frontier(frontier_id, tuple(read_review(self.store, row.id) for row in rows), resumed)
 
     def _pending_query(self, tool: str | None, agent: str | None) -> Any:
         query = select(ReviewRow).where(ReviewRow.log == self.store.log_id, ReviewRow.status == "pending")  # type: ignore[arg-type]
@@ -128,6 +129,22 @@ class ReviewQueries:
                 .limit(limit)
             ).all()
         return [self.frontier(row[0]) for row in ids]
+
+    def stalled(self, older_than: float, *, limit: int = 500) -> list[Stalled]:
+        """Approved or edited reviews whose run was resumed at least ``older_than`` seconds ago and whose
+        tool has no ``tool.executed``: approved, but not (yet) run. Oldest resume first."""
+        cutoff = format_time(self.store.clock() - timedelta(seconds=older_than))
+        rows = self.store.read_rows(_STALLED_SQL, self.store.log_id, limit)
+        found: list[Stalled] = []
+        for row in rows:
+            claim = self.store.entry(int(row.resumed_seq))
+            if claim.kind != "run.resumed" or claim.at > cutoff:
+                continue
+            review = self.get(row.id)
+            if review.executed or review.status not in RUNNABLE:
+                continue  # the projection said so, the log does not
+            found.append(Stalled(review, claim))
+        return found
 
     def history(self, review_id: str) -> list[Entry]:
         """Every entry about one review, oldest first (including its frontier's ``run.resumed``)."""

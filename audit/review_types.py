@@ -87,6 +87,7 @@ class Review:
     answer_payload: Any
     executed: bool
     resumed: bool
+    problem: str = ""  # what is wrong with the decision on the log (tampered); it then runs nothing
 
     @property
     def final(self) -> bool:

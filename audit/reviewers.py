@@ -1,8 +1,11 @@
 """Reviewers and keys on the log: enrolment, the reviewer projection, and entry signatures.
 
-:class:`Reviewers` is a base of :class:`signoff.audit.reviews.ReviewService`. Only a
-``service:`` actor or an enabled admin enrolls a reviewer or disables one, or enrolls a key
-for another actor (DESIGN.md "Who holds which key"); an actor may enroll its own key.
+:class:`Reviewers` is a base of :class:`signoff.audit.reviews.ReviewService`. On a log under
+rules version 2 (every log ``audit init`` makes), only an administrator, signing with an
+enrolled admin key, enrolls or disables a reviewer and enrolls or revokes a key; a reviewer
+enrolls a passkey of their own with the one-time code the admin gave them
+(DESIGN.md "Who holds which key", :mod:`signoff.audit.trust`). Older logs keep their rules: a
+``service:`` actor or an enabled admin reviewer enrolls.
 """
 
 from __future__ import annotations
@@ -13,18 +16,26 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from signoff.audit import rules
+from signoff.audit import rules, trust
 from signoff.audit.entry import Entry, check_actor
 from signoff.audit.errors import InvalidEntry, MissingReason, NotAllowed
-from signoff.audit.keys import Signer, decode_public, fingerprint
+from signoff.audit.keys import Signer, decode_public
+from signoff.audit.limits import MAX_TEXT, bounded_text
 from signoff.audit.review_types import Review, ReviewerInfo, reviewer_info
 from signoff.audit.store import Store, Tx
-from signoff.audit.tables import KeyRow, ReviewerRow
+from signoff.audit.tables import ReviewerRow
+from signoff.audit.trust import PublicKey
+from signoff.audit.webauthn import Passkey
 
 SERVICE = "service:signoff"
+ANY_TOOL = "*"
 
 # Driver-level, on the decision path (see ``audit.driver.fetch``).
 _REVIEWER_SQL = "SELECT * FROM signoff_reviewer WHERE log = ? AND id = ?"
+_KEYS_SQL = (
+    "SELECT fingerprint, public_key, enrolled_seq FROM signoff_key WHERE log = ? AND actor = ? ORDER BY enrolled_seq"
+)
+_ADMIN_OF_KEY = "SELECT actor FROM signoff_key WHERE log = ? AND fingerprint = ? ORDER BY actor"
 
 
 class Reviewers:
@@ -40,18 +51,36 @@ class Reviewers:
         return reviewer_info(found[0]).state() if found else None
 
     def _signature(
-        self, tx: Tx, actor: str, kind: str, body: dict[str, Any], sig: dict[str, str] | None = None
-    ) -> dict[str, str] | None:
+        self, tx: Tx, actor: str, kind: str, body: dict[str, Any], sig: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
         return tx.signature(actor, kind, body, sig, self.signer)
 
-    # -- reviewers and keys ------------------------------------------------------------
+    def _legacy_admin(self, tx: Tx, actor: str) -> bool:
+        """Rules version 1: an enabled reviewer with the admin role may enroll."""
+        state = self._reviewer_state(tx, actor) if actor.startswith("human:") else None
+        return state is not None and state.enabled and "admin" in state.roles
 
-    def _check_admin(self, tx: Tx, actor: str) -> None:
-        if actor.startswith("service:"):
-            return
-        state = self._reviewer_state(tx, actor)
-        if not actor.startswith("human:") or state is None or not state.enabled or "admin" not in state.roles:
-            raise NotAllowed(f"enroller: expected a service: actor or an enabled admin, found {actor!r}")
+    def _enroller(self, admin: Signer | None, actor: str | None) -> tuple[str, Signer | None]:
+        """Who writes an enrolment: the admin actor whose key ``admin`` is (rules 2), or ``actor``."""
+        if admin is None:
+            return actor or SERVICE, None
+        if actor is not None:
+            return actor, admin
+        owners = [
+            row.actor
+            for row in self.store.read_rows(_ADMIN_OF_KEY, self.store.log_id, admin.fingerprint)
+            if str(row.actor).startswith("admin:")
+        ]
+        if not owners:
+            raise NotAllowed(
+                f"admin key: expected a key enrolled on this log for an admin: actor, found {admin.fingerprint}"
+            )
+        return owners[0], admin
+
+    def _authorise(self, tx: Tx, actor: str, kind: str, body: dict[str, Any], admin: Signer | None) -> Any:
+        return tx.signature(actor, kind, body, None, admin or self.signer, legacy_admin=self._legacy_admin(tx, actor))
+
+    # -- reviewers -------------------------------------------------------------------
 
     def enroll_reviewer(
         self,
@@ -60,27 +89,58 @@ class Reviewers:
         roles: Sequence[str],
         tools: Sequence[str] = (),
         key: str | None = None,
-        actor: str = SERVICE,
+        code: str | None = None,
+        replace: bool = False,
+        admin: Signer | None = None,
+        actor: str | None = None,
     ) -> Entry:
-        """Put a reviewer, their roles and tool globs (and optionally a public key) on the log."""
-        check_actor(actor)
+        """Put a reviewer, their roles and tool globs on the log (``reviewer.enrolled``).
+
+        ``tools`` names the tools they may decide (globs); ``["*"]`` is any tool, and must be said
+        (an empty list is refused on a log under rules version 2). ``key`` enrolls an Ed25519 key
+        file's public half with them; ``code`` is a one-time code (give it to them) whose derived
+        public key goes on the log, so that they can later enroll a passkey of their own with it.
+        A reviewer already enrolled with other roles or tools is re-enrolled only with
+        ``replace=True``. ``admin`` signs it.
+        """
+        writer, signer = self._enroller(admin, actor)
+        check_actor(writer)
         check_actor(reviewer, "reviewer")
         if not reviewer.startswith("human:"):
             raise NotAllowed(f"reviewer: expected a human: actor, found {reviewer!r}")
-        role_list = [str(r) for r in roles if str(r).strip()]
+        role_list = [str(r).strip() for r in roles if str(r).strip()]
         if not role_list:
             raise InvalidEntry("roles: expected at least one role, found none")
-        body: dict[str, Any] = {"reviewer": reviewer, "roles": role_list, "tools": [str(t) for t in tools]}
+        tool_list = [str(t).strip() for t in tools if str(t).strip()]
+        body: dict[str, Any] = {"reviewer": reviewer, "roles": role_list, "tools": tool_list}
         if key is not None:
             decode_public(key)
             body["key"] = key
+        if code is not None:
+            body["code_key"] = trust.code_signer(code).public
 
         def work(tx: Tx) -> Entry:
-            self._check_admin(tx, actor)
-            entry = tx.append(actor, "reviewer.enrolled", body, self._signature(tx, actor, "reviewer.enrolled", body))
-            values = {"roles": json.dumps(role_list), "tools": json.dumps(body["tools"]), "enabled": True}
-            exists = self._reviewer_state(tx, reviewer) is not None
-            if exists:
+            if tx.rules.version >= trust.RULES_VERSION and not tool_list:
+                raise InvalidEntry(
+                    f"tools: expected the tool globs {reviewer} may decide, or {ANY_TOOL!r} for any tool, found none"
+                )
+            before = self._reviewer_state(tx, reviewer)
+            if (
+                before is not None
+                and not replace
+                and (before.roles, before.tools) != (tuple(role_list), tuple(tool_list))
+            ):
+                raise InvalidEntry(
+                    f"reviewer {reviewer}: expected a new reviewer or the same roles and tools, found them enrolled "
+                    f"with roles {list(before.roles)} and tools {list(before.tools) or ['any (empty list)']}; "
+                    f"re-enroll with replace=True (CLI: --replace) to change them to roles {role_list}, "
+                    f"tools {tool_list}"
+                )
+            entry = tx.append(
+                writer, "reviewer.enrolled", body, self._authorise(tx, writer, "reviewer.enrolled", body, signer)
+            )
+            values = {"roles": json.dumps(role_list), "tools": json.dumps(tool_list), "enabled": True}
+            if before is not None:
                 tx.conn.execute(
                     update(ReviewerRow)
                     .where(ReviewerRow.log == tx.log, ReviewerRow.id == reviewer)  # type: ignore[arg-type]
@@ -91,37 +151,27 @@ class Reviewers:
                     insert(ReviewerRow), {"log": tx.log, "id": reviewer, "enrolled_seq": entry.seq, **values}
                 )
             if key is not None:
-                tx.conn.execute(
-                    insert(KeyRow),
-                    {"log": tx.log, "fingerprint": fingerprint(key), "actor": reviewer, "public_key": key,
-                     "enrolled_seq": entry.seq},
-                )  # fmt: skip
+                tx.add_key_row(PublicKey.enrolled(reviewer, {"alg": "Ed25519", "key": key}, entry.seq), entry.seq)
             return entry
 
         return self.store.transact(work)
 
-    def enroll_key(self, owner: str, key: str, *, actor: str = SERVICE) -> Entry:
-        """``key.enrolled``: bind a public Ed25519 key to an actor; from then on it signs its entries."""
-        check_actor(actor)
-
-        def work(tx: Tx) -> Entry:
-            if actor != owner:
-                self._check_admin(tx, actor)
-            return tx.enroll_key(actor, owner, key, signer=self.signer)
-
-        return self.store.transact(work)
-
-    def disable_reviewer(self, reviewer: str, *, reason: str, actor: str = SERVICE) -> Entry:
-        check_actor(actor)
+    def disable_reviewer(
+        self, reviewer: str, *, reason: str, admin: Signer | None = None, actor: str | None = None
+    ) -> Entry:
+        writer, signer = self._enroller(admin, actor)
+        check_actor(writer)
         if not isinstance(reason, str) or not reason.strip():
             raise MissingReason(f"reason: expected a reason for disabling {reviewer}, found {reason!r}")
+        bounded_text(reason, "$.reason", MAX_TEXT)
         body = {"reviewer": reviewer, "reason": reason}
 
         def work(tx: Tx) -> Entry:
-            self._check_admin(tx, actor)
             if self._reviewer_state(tx, reviewer) is None:
                 raise NotAllowed(f"reviewer: expected an enrolled reviewer, found {reviewer!r} not enrolled")
-            entry = tx.append(actor, "reviewer.disabled", body, self._signature(tx, actor, "reviewer.disabled", body))
+            entry = tx.append(
+                writer, "reviewer.disabled", body, self._authorise(tx, writer, "reviewer.disabled", body, signer)
+            )
             tx.conn.execute(
                 update(ReviewerRow)
                 .where(ReviewerRow.log == tx.log, ReviewerRow.id == reviewer)  # type: ignore[arg-type]
@@ -130,6 +180,48 @@ class Reviewers:
             return entry
 
         return self.store.transact(work)
+
+    # -- keys -------------------------------------------------------------------------
+
+    def enroll_key(self, owner: str, key: str, *, admin: Signer | None = None, actor: str | None = None) -> Entry:
+        """``key.enrolled``: bind an Ed25519 public key to an actor; from then on it signs its entries."""
+        writer, signer = self._enroller(admin, actor)
+        check_actor(writer)
+        body = {"actor": owner, "key": key, "alg": "Ed25519"}
+
+        def work(tx: Tx) -> Entry:
+            return tx.enroll_key(
+                writer, owner, body, signer=signer or self.signer, legacy_admin=self._legacy_admin(tx, writer)
+            )
+
+        return self.store.transact(work)
+
+    def enroll_passkey(self, reviewer: str, passkey: Passkey, *, code: str) -> Entry:
+        """A reviewer enrolls their own passkey with the one-time code an admin gave them: the entry is
+        signed with the key derived from the code, whose public half the admin put on the log."""
+        check_actor(reviewer, "reviewer")
+        body: dict[str, Any] = {"actor": reviewer, **passkey.to_body(), "enrolment": "code"}
+        signer = trust.code_signer(code)
+        return self.store.transact(lambda tx: tx.enroll_key(reviewer, reviewer, body, signer=signer))
+
+    def revoke_key(
+        self, owner: str, fingerprint: str, *, reason: str, admin: Signer | None = None, actor: str | None = None
+    ) -> Entry:
+        """``key.revoked``: the key signs nothing from now on (a lost passkey, a leaked key file)."""
+        writer, signer = self._enroller(admin, actor)
+        check_actor(writer)
+        if not isinstance(reason, str) or not reason.strip():
+            raise MissingReason(f"reason: expected a reason for revoking {fingerprint}, found {reason!r}")
+        return self.store.transact(lambda tx: tx.revoke_key(writer, owner, fingerprint, reason, signer))
+
+    def keys(self, actor: str) -> list[PublicKey]:
+        """``actor``'s active keys (oldest first), as the key projection holds them."""
+        return [
+            PublicKey.from_stored(actor, row.public_key, row.enrolled_seq)
+            for row in self.store.read_rows(_KEYS_SQL, self.store.log_id, actor)
+        ]
+
+    # -- reads ------------------------------------------------------------------------
 
     def reviewer(self, reviewer: str) -> ReviewerInfo | None:
         found = self.store.read_rows(_REVIEWER_SQL, self.store.log_id, reviewer)

@@ -20,12 +20,13 @@ from typing import Any
 from sqlalchemy import bindparam, insert, select, update
 from sqlmodel import col
 
-from signoff.audit import rules
+from signoff.audit import decision, rules
 from signoff.audit.canonical import check, digest
 from signoff.audit.entry import OUTCOMES, Entry, check_actor, format_time
 from signoff.audit.errors import DuplicateReview, InvalidEntry, MissingReason, NotAllowed, UnknownFrontier
 from signoff.audit.keys import Signer
-from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, ReviewQueries
+from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
+from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, RESUMED_SEQ, ReviewQueries
 from signoff.audit.review_types import (
     CallSpec,
     Frontier,
@@ -39,6 +40,7 @@ from signoff.audit.reviewers import SERVICE, Reviewers
 from signoff.audit.schema import check_args
 from signoff.audit.store import Store, Tx
 from signoff.audit.tables import FrontierRow, ReviewRow
+from signoff.audit.trust import RULES_VERSION
 
 __all__ = ["SERVICE", "CallSpec", "Frontier", "Policy", "Review", "ReviewService", "ReviewerInfo"]
 
@@ -65,15 +67,17 @@ class ReviewService(ReviewQueries, Reviewers):
     """Review operations over a :class:`Store`. Thread-safe; one instance per process is enough."""
 
     def __init__(self, store: Store, *, signer: Signer | None = None) -> None:
-        """``signer`` signs the entries of every actor its key is enrolled for (see :meth:`enroll_key`)."""
+        """``signer`` (an agent host's service key) signs the entries of every service: or agent: actor
+        its key is enrolled for (see :meth:`enroll_key`)."""
         self.store = store
         self.signer = signer
         if signer is not None and not any(
-            fp == signer.fingerprint and owner.startswith("service:") for fp, owner in store.key_owners()
+            fp == signer.fingerprint and owner.startswith(("service:", "agent:")) for fp, owner in store.key_owners()
         ):
             raise NotAllowed(
-                f"signer: expected a key enrolled on the log for a service: actor, found {signer.fingerprint} "
-                "not enrolled for one (enroll it first: ReviewService(store).enroll_key('service:signoff', key))"
+                "signer: expected a key enrolled on the log for a service: or agent: actor, found "
+                f"{signer.fingerprint} not enrolled for one "
+                "(an admin enrolls it: audit enroll-key service:signoff KEY --admin-key …)"
             )
 
     # -- helpers inside a transaction --------------------------------------------------
@@ -128,7 +132,12 @@ class ReviewService(ReviewQueries, Reviewers):
                     raise InvalidEntry(f"calls[{index}].{name}: expected a non-empty string, found {value!r}")
             if not isinstance(call.args, dict):
                 raise InvalidEntry(f"calls[{index}].args: expected a JSON object, found {type(call.args).__name__}")
-            check(call.args, f"$.calls[{index}].args")
+            bounded(call.args, f"$.calls[{index}].args", MAX_ARGS_BYTES)
+            if call.payload is not None:
+                bounded(call.payload, f"$.calls[{index}].payload", MAX_PAYLOAD_BYTES)
+            bounded_text(call.hint, f"$.calls[{index}].hint")
+            for name, text in call.context.items():
+                bounded_text(text, f"$.calls[{index}].context.{name}")
             policy = per_call[index]
             if policy.deadline_seconds is not None and not policy.deadline_seconds > 0:
                 raise InvalidEntry(f"policies[{index}].deadline_seconds: expected > 0, found {policy.deadline_seconds}")
@@ -208,7 +217,19 @@ class ReviewService(ReviewQueries, Reviewers):
 
     # -- deciding ----------------------------------------------------------------------
 
-    def _decide(self, review_id: str, kind: str, reviewer: str, make_body: Any, sig: dict[str, str] | None) -> Review:
+    def _decide(
+        self,
+        review_id: str,
+        kind: str,
+        reviewer: str,
+        make_body: Any,
+        sig: dict[str, Any] | None,
+        signer: Signer | None,
+    ) -> Review:
+        """One decision in one transaction: rules 1-4, then the person's signature over the body
+        built here (``sig``, made elsewhere over :func:`signoff.audit.trust.statement`, or made
+        here by ``signer``, the reviewer's own key)."""
+
         def work(tx: Tx) -> Review:
             row = self._row(tx, review_id)
             state = state_from_row(row) if row is not None else None
@@ -218,7 +239,7 @@ class ReviewService(ReviewQueries, Reviewers):
             rules.check_deadline(current, tx.at)
             body = make_body(current)
             new_state, final_args = rules.decide(state, review_id, kind, reviewer, body, tx.at, decider)
-            entry = tx.append(reviewer, kind, body, self._signature(tx, reviewer, kind, body, sig))
+            entry = tx.append(reviewer, kind, body, tx.signature(reviewer, kind, body, sig, signer or self.signer))
             closed = self._close(tx, row, entry, OUTCOMES[kind], final_args, new_state.final_digest)
             return closed_review(row, closed)
 
@@ -231,18 +252,18 @@ class ReviewService(ReviewQueries, Reviewers):
         reviewer: str,
         rationale: str = "",
         payload: Any = None,
-        sig: dict[str, str] | None = None,
+        sig: dict[str, Any] | None = None,
+        signer: Signer | None = None,
     ) -> Review:
         """Approve the args as opened (``review.approved``); ``payload`` answers the tool's own question."""
-        check(payload, "$.payload")
+        bounded_text(rationale, "$.rationale")
+        if payload is not None:
+            bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
 
         def body(state: rules.ReviewState) -> dict[str, Any]:
-            out: dict[str, Any] = {"review": review_id, "args_digest": state.args_digest, "rationale": rationale or ""}
-            if payload is not None:
-                out["payload"] = payload
-            return out
+            return decision.approve_body(review_id, state.args_digest, rationale, payload)
 
-        return self._decide(review_id, "review.approved", reviewer, body, sig)
+        return self._decide(review_id, "review.approved", reviewer, body, sig, signer)
 
     def edit(
         self,
@@ -252,37 +273,42 @@ class ReviewService(ReviewQueries, Reviewers):
         patch: list[dict[str, Any]],
         rationale: str = "",
         payload: Any = None,
-        sig: dict[str, str] | None = None,
+        sig: dict[str, Any] | None = None,
+        signer: Signer | None = None,
     ) -> Review:
         """Approve patched args (``review.edited``): the RFC 6902 patch is stored exactly as given."""
-        check(patch, "$.patch")
-        check(payload, "$.payload")
+        bounded_patch(patch)
+        bounded_text(rationale, "$.rationale")
+        if payload is not None:
+            bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
 
         def body(state: rules.ReviewState) -> dict[str, Any]:
             assert state.args is not None
             result = rules.patched_args(state.args, patch)
+            bounded(result, "$.args", MAX_ARGS_BYTES)
             check_args(state.schema, result)
-            out: dict[str, Any] = {
-                "review": review_id,
-                "patch": patch,
-                "args_digest": digest(result),
-                "rationale": rationale or "",
-            }
-            if payload is not None:
-                out["payload"] = payload
-            return out
+            return decision.edit_body(review_id, patch, result, rationale, payload)
 
-        return self._decide(review_id, "review.edited", reviewer, body, sig)
+        return self._decide(review_id, "review.edited", reviewer, body, sig, signer)
 
-    def reject(self, review_id: str, *, reviewer: str, reason: str, sig: dict[str, str] | None = None) -> Review:
+    def reject(
+        self,
+        review_id: str,
+        *,
+        reviewer: str,
+        reason: str,
+        sig: dict[str, Any] | None = None,
+        signer: Signer | None = None,
+    ) -> Review:
         """Reject with a required reason (``review.rejected``); the tool never runs."""
         if not isinstance(reason, str) or not reason.strip():
             raise MissingReason(f"reason: expected a non-empty reason for the rejection, found {reason!r}")
+        bounded_text(reason, "$.reason")
 
         def body(_state: rules.ReviewState) -> dict[str, Any]:
-            return {"review": review_id, "reason": reason}
+            return decision.reject_body(review_id, reason)
 
-        return self._decide(review_id, "review.rejected", reviewer, body, sig)
+        return self._decide(review_id, "review.rejected", reviewer, body, sig, signer)
 
     def withdraw(self, review_id: str, *, actor: str, reason: str) -> Review:
         """Withdraw an open review because the run was cancelled or abandoned."""
@@ -327,9 +353,13 @@ class ReviewService(ReviewQueries, Reviewers):
 
     # -- after the decision ------------------------------------------------------------
 
-    def claim_resume(self, frontier_id: str, *, actor: str) -> Entry:
-        """Append ``run.resumed`` for a fully decided frontier, at most once (rule 5)."""
+    def claim_resume(self, frontier_id: str, *, actor: str, via: str | None = None) -> Entry:
+        """Append ``run.resumed`` for a fully decided frontier, at most once (rule 5).
+
+        ``via`` says who sends the answers, as far as the caller can tell (``resumer``, ``client:<user>``)."""
         check_actor(actor)
+        if via is not None:
+            bounded_text(via, "$.via", 200)
 
         def work(tx: Tx) -> Entry:
             front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
@@ -344,6 +374,8 @@ class ReviewService(ReviewQueries, Reviewers):
                 "invocation": first["invocation"],
                 "session": first["session"],
             }
+            if via is not None:
+                body["via"] = via
             entry = tx.append(actor, "run.resumed", body, self._signature(tx, actor, "run.resumed", body))
             tx.conn.execute(
                 update(FrontierRow).where(FrontierRow.id == frontier_id).values(resumed_seq=entry.seq)  # type: ignore[arg-type]
@@ -360,6 +392,9 @@ class ReviewService(ReviewQueries, Reviewers):
         def work(tx: Tx) -> Entry:
             row = self._row(tx, review_id)
             rules.execute(state_from_row(row) if row is not None else None, review_id, found)
+            if tx.rules.version >= RULES_VERSION:
+                resumed = tx.conn.execute(RESUMED_SEQ, {"id": row.frontier}).scalar()
+                rules.executed_after_resume(review_id, resumed)
             body = {"review": review_id, "args_digest": found}
             entry = tx.append(actor, "tool.executed", body, self._signature(tx, actor, "tool.executed", body))
             tx.conn.execute(update(ReviewRow).where(ReviewRow.id == review_id).values(executed_seq=entry.seq))  # type: ignore[arg-type]

@@ -200,6 +200,15 @@ def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> Revi
     return replace(state, executed=True)
 
 
+def executed_after_resume(review_id: str, resumed_seq: int | None) -> None:
+    """Rule 6 (rules version 2): a tool runs only in a run that was resumed with the decision, so its
+    ``tool.executed`` follows its frontier's ``run.resumed``."""
+    if resumed_seq is None:
+        raise ExecutionMismatch(
+            f"review {review_id}: expected its run resumed (run.resumed) before the tool ran, found no resume"
+        )
+
+
 def opened_data(body: dict[str, Any]) -> dict[str, Any]:
     """The review projection's ``data`` for a ``review.opened`` body: the call and its policy."""
     return {"call": body["call"], "policy": body.get("policy") or {}}

@@ -14,6 +14,7 @@ serve the Merkle tree and checkpoints (:mod:`signoff.audit.tree`); a write is a 
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -21,22 +22,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, create_engine, insert, select, text
+from sqlalchemy import Connection, create_engine, insert, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import SQLModel
 
 from signoff.audit import entry as entries
-from signoff.audit.canonical import check
+from signoff.audit import merkle, schema_version
+from signoff.audit.canonical import canonical, check
 from signoff.audit.driver import SQL, dbapi_cursor, fetch, notify_channel, safe_url, sqlite_engine
-from signoff.audit.entry import Entry, format_time
-from signoff.audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, NotAllowed, StoreError
-from signoff.audit.keys import Signer, write_private_key
+from signoff.audit.entry import Entry, format_hash, format_time, parse_hash
+from signoff.audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, StoreError
+from signoff.audit.keys import Signer, read_private_key, write_private_key
 from signoff.audit.notify import ChangeFeed, sqlite_watcher
 from signoff.audit.reader import READ_CHUNK, LogInfo, parse_entry
-from signoff.audit.tables import KeyRow, LogRow
+from signoff.audit.tables import CheckpointRow, KeyRow, LogRow
 from signoff.audit.tree import Checkpoint, LogTree
-from signoff.audit.tx import Tx
+from signoff.audit.trust import LogRules, configured_body
+from signoff.audit.trust import statement as trust_statement
+from signoff.audit.tx import Tx, subject_of
 
 __all__ = [
     "READ_CHUNK",
@@ -60,7 +64,16 @@ SERVICE_KINDS = frozenset(entries.KINDS - {"key.enrolled"})
 class Store(LogTree):
     """A log in a database named by one URL (``sqlite:///file.db`` or ``postgresql://…``)."""
 
-    def __init__(self, url: str, *, clock: Callable[[], datetime] | None = None, create: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        create: bool = True,
+        check_schema: bool = True,
+    ) -> None:
+        """Open the store; ``create`` makes its tables in an empty database (never otherwise), and
+        ``check_schema`` refuses a store at another schema revision (:mod:`.schema_version`)."""
         self.url = url
         self.clock = clock or (lambda: datetime.now(UTC))
         parsed = make_url(url)
@@ -84,64 +97,106 @@ class Store(LogTree):
         else:
             raise StoreError(f"store URL: expected sqlite:/// or postgresql://, found {url!r}")
         try:
-            with self.write_engine.begin() as conn:
-                if self.backend == "postgresql":  # processes opening a new database at once take turns
-                    conn.execute(text("SELECT pg_advisory_xact_lock(727001)"))
-                SQLModel.metadata.create_all(conn)
+            if create:
+                with self.write_engine.begin() as conn:
+                    if self.backend == "postgresql":  # processes opening a new database at once take turns
+                        conn.execute(text("SELECT pg_advisory_xact_lock(727001)"))
+                    if schema_version.current(conn) is None:  # an empty database: made at the head
+                        SQLModel.metadata.create_all(conn)
+                        schema_version.stamp_head(conn)
+            with self.read_engine.connect() as conn:
+                if not inspect(conn).has_table("signoff_log"):
+                    raise LogNotFound(f"store {safe_url(url)}: expected a Signoff log, found none (run `audit init`)")
+                if check_schema:
+                    schema_version.check(conn, safe_url(url))
         except OperationalError as exc:
             raise StoreError(f"store {safe_url(url)}: expected a reachable database, found {exc.orig}") from None
         self._sql = SQL[self.backend]
         self._write_lock = threading.RLock()
         self._kept: Connection | None = None
         self._log = None
+        self._rules = None
         self._compact_cache = None
 
     # -- the log itself ---------------------------------------------------------------
 
-    def init_log(self, key_path: str | Path) -> LogInfo:
-        """Create the log and its Ed25519 key (PEM, mode 0600, never in the database)."""
+    def init_log(
+        self,
+        key_path: str | Path,
+        admin_key: str | Path | None = None,
+        *,
+        admin: str = "admin:root",
+        signed_decisions: bool = True,
+    ) -> LogInfo:
+        """Create the log, its Ed25519 key and a separate administrator's key (PEM files, mode 0600,
+        never in the database; DESIGN.md "Who holds which key").
+
+        Entry 0 enrolls the log key; entry 1, ``log.configured``, states the rules (version 2),
+        whether decisions must be signed, and the first admin's key (``admin_key``; by default
+        ``<log key's name>.admin<suffix>`` beside it). Both are signed by the log key.
+        """
         with self.read_engine.connect() as conn:
             if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
                 raise LogExists(f"store {safe_url(self.url)}: expected an empty store, found a log already")
-        signer = Signer.generate()
+        entries.check_actor(admin, "admin")
+        if not admin.startswith("admin:"):
+            raise InvalidEntry(f"admin: expected an admin: actor (admin:<name>), found {admin!r}")
+        admin_path = Path(admin_key) if admin_key is not None else default_admin_key(key_path)
+        signer, admin_signer = Signer.generate(), Signer.generate()
         log_id = "log_" + secrets.token_hex(8)
+        log_actor = f"log:{log_id}"
         write_private_key(signer, key_path)
         try:
+            write_private_key(admin_signer, admin_path)
+        except BaseException:
+            Path(key_path).unlink(missing_ok=True)
+            raise
+        try:
             created = format_time(self.clock())
-            body = {"actor": f"log:{log_id}", "key": signer.public, "alg": "Ed25519"}
-            first = entries.build(
-                log=log_id,
-                seq=0,
-                prev=entries.ZERO_HASH,
-                at=created,
-                actor=f"log:{log_id}",
-                kind="key.enrolled",
-                body=body,
-                sig=signer.sign(entries.statement("key.enrolled", f"log:{log_id}", body)),
-            )
+            # Entries 0 and 1 set the rules up, so they are signed as before any rules (no log id in the
+            # statement; each names its log and is signed by that log's own key).
+            rules = LogRules(log_id)
+            drafts = [
+                ("key.enrolled", {"actor": log_actor, "key": signer.public, "alg": "Ed25519"}),
+                ("log.configured", configured_body(signed_decisions, admin, admin_signer.public)),
+            ]
+            rows: list[tuple[Any, ...]] = []
+            prev = entries.ZERO_HASH
+            compact = merkle.CompactRange()
+            for seq, (kind, body) in enumerate(drafts):
+                sig = signer.sign(trust_statement(rules, kind, log_actor, body))
+                item = entries.build(
+                    log=log_id, seq=seq, prev=prev, at=created, actor=log_actor, kind=kind, body=body, sig=sig
+                )
+                nodes = b"".join(node for _level, _index, node in compact.append(parse_hash(item.hash)))
+                rows.append((log_id, seq, item.hash, kind, log_actor, subject_of(body), item.raw, nodes))
+                prev = item.hash
             with self.write_engine.begin() as conn:
                 if self.backend == "postgresql":  # two racing inits: the second waits, then sees the first log
                     conn.execute(text("LOCK TABLE signoff_log IN EXCLUSIVE MODE"))
                 if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
                     raise LogExists(f"store {safe_url(self.url)}: expected an empty store, found a log already")
                 conn.execute(insert(LogRow), {"id": log_id, "created_at": created, "public_key": signer.public})
-                conn.exec_driver_sql(
-                    self._sql["insert"], (log_id, 0, first.hash, first.kind, first.actor, first.actor, first.raw, b"")
-                )
-                conn.execute(
-                    insert(KeyRow),
-                    {
-                        "log": log_id,
-                        "fingerprint": signer.fingerprint,
-                        "actor": f"log:{log_id}",
-                        "public_key": signer.public,
-                        "enrolled_seq": 0,
-                    },
-                )
+                for row in rows:
+                    conn.exec_driver_sql(self._sql["insert"], row)
+                for seq, owner, public in ((0, log_actor, signer), (1, admin, admin_signer)):
+                    conn.execute(
+                        insert(KeyRow),
+                        {
+                            "log": log_id,
+                            "fingerprint": public.fingerprint,
+                            "actor": owner,
+                            "public_key": public.public,
+                            "enrolled_seq": seq,
+                        },
+                    )
         except BaseException:
             Path(key_path).unlink(missing_ok=True)
+            admin_path.unlink(missing_ok=True)
             raise
         self._log = None
+        self._rules = None
+        self._compact_cache = None
         self.feed.bump()
         return self.info()
 
@@ -226,25 +281,60 @@ class Store(LogTree):
                 owner, key = body.get("actor"), body.get("key")
                 if not isinstance(owner, str) or not isinstance(key, str):
                     raise InvalidEntry("body: expected a key.enrolled body with 'actor' and 'key' strings")
-                if actor != owner and not actor.startswith("service:"):
-                    raise NotAllowed(f"actor: expected {owner} itself or a service: actor, found {actor!r}")
-                out.append(tx.enroll_key(actor, owner, key, sig, body=body))
+                out.append(tx.enroll_key(actor, owner, body, sig))
             return out
+
+        return self.transact(work)
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def checkpoint(self, key: str | Path | Signer) -> Checkpoint:
+        """Sign the current tree head with the log key, record it on the log and store it.
+
+        The root comes from the compact range (no reread). The ``log.checkpoint`` entry that
+        records it goes right after the entries it covers, in the same transaction as the
+        stored row, so ``audit verify`` notices a stored checkpoint deleted or added behind
+        the log's back.
+        """
+        signer = key if isinstance(key, Signer) else read_private_key(key)
+        if signer.public != self.public_key:
+            raise StoreError(f"checkpoint key: expected the log's key {self.public_key}, found {signer.public}")
+
+        def work(tx: Tx) -> Checkpoint:
+            root = format_hash(tx.compact.root())
+            body = {"log": tx.log, "size": tx.size, "root": root, "at": tx.at}
+            point = Checkpoint(tx.log, tx.size, root, tx.at, signer.sign(canonical(body)))
+            recorded = {"size": point.size, "root": root, "at": point.at, "sig": point.sig}
+            actor = f"log:{tx.log}"
+            tx.append(actor, "log.checkpoint", recorded, tx.signature(actor, "log.checkpoint", recorded, None, signer))
+            tx.conn.execute(
+                insert(CheckpointRow),
+                {
+                    "log": tx.log,
+                    "size": point.size,
+                    "root": root,
+                    "at": point.at,
+                    "signed": json.dumps(point.to_json()),
+                },
+            )
+            return point
 
         return self.transact(work)
 
     # -- waiting ---------------------------------------------------------------------
 
     def wait_for_change(self, after_size: int, timeout: float) -> int:
-        """Block until the log holds more than ``after_size`` entries (or timeout); return its size."""
+        """Block until the log holds more than ``after_size`` entries (or timeout, or
+        ``feed.interrupt()``); return its size."""
         import time
 
         deadline = time.monotonic() + timeout
+        interrupts = self.feed.interrupts
         while True:
             seen = self.feed.version
             size = self.size()
             remaining = deadline - time.monotonic()
-            if size > after_size or remaining <= 0:
+            if size > after_size or remaining <= 0 or self.feed.interrupts != interrupts:
                 return size
             self.feed.wait(seen, remaining)
 
@@ -278,8 +368,16 @@ def _draft(index: int, draft: Sequence[Any]) -> Draft:
     return actor, kind, body, sig
 
 
-def open_store(url: str, *, clock: Callable[[], datetime] | None = None, create: bool = True) -> Store:
+def default_admin_key(key_path: str | Path) -> Path:
+    """Where :meth:`Store.init_log` writes the admin's key unless told: ``log.key`` → ``log.admin.key``."""
+    path = Path(key_path)
+    return path.with_name(f"{path.stem}.admin{path.suffix}")
+
+
+def open_store(
+    url: str, *, clock: Callable[[], datetime] | None = None, create: bool = True, check_schema: bool = True
+) -> Store:
     """Open the store named by ``url``; ``postgres://`` and ``postgresql://`` use psycopg 3."""
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
-    return Store(url, clock=clock, create=create)
+    return Store(url, clock=clock, create=create, check_schema=check_schema)

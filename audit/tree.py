@@ -9,17 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, select
 
 from signoff.audit import merkle
 from signoff.audit.canonical import canonical
 from signoff.audit.driver import dbapi_cursor
-from signoff.audit.entry import format_hash, format_time, parse_hash
+from signoff.audit.entry import parse_hash
 from signoff.audit.errors import StoreError
-from signoff.audit.keys import Signer, read_private_key, verify_signature
+from signoff.audit.keys import verify_signature
 from signoff.audit.reader import LogReader
 from signoff.audit.tables import CheckpointRow
 
@@ -121,40 +120,6 @@ class LogTree(LogReader):
             return self._range_hashes(conn, merkle.consistency_path(old_size, new_size))
 
     # -- checkpoints -------------------------------------------------------------------
-
-    def checkpoint(self, key: str | Path | Signer) -> Checkpoint:
-        """Sign and store the current tree head (its root comes from the compact range)."""
-        signer = key if isinstance(key, Signer) else read_private_key(key)
-        if signer.public != self.public_key:
-            raise StoreError(f"checkpoint key: expected the log's key {self.public_key}, found {signer.public}")
-        with self.read_engine.connect() as conn:
-            size, head = self._head(conn)
-            compact = self._compact_at(conn, size, head)
-        root = format_hash(compact.root())
-        point = Checkpoint(self.log_id, int(size), root, format_time(self.clock()), {})
-        point = Checkpoint(point.log, point.size, point.root, point.at, signer.sign(canonical(point.body())))
-        with self.write_engine.begin() as conn:
-            exists = conn.execute(
-                select(CheckpointRow.size).where(CheckpointRow.log == self.log_id, CheckpointRow.size == size)  # type: ignore[call-overload]
-            ).first()
-            if exists is None:
-                conn.execute(
-                    insert(CheckpointRow),
-                    {
-                        "log": self.log_id,
-                        "size": size,
-                        "root": root,
-                        "at": point.at,
-                        "signed": json.dumps(point.to_json()),
-                    },
-                )
-            else:
-                conn.execute(
-                    update(CheckpointRow)
-                    .where(CheckpointRow.log == self.log_id, CheckpointRow.size == size)  # type: ignore[arg-type]
-                    .values(root=root, at=point.at, signed=json.dumps(point.to_json()))
-                )
-        return point
 
     def checkpoints(self) -> list[Checkpoint]:
         with self.read_engine.connect() as conn:

@@ -1,7 +1,9 @@
 """One write transaction on the log (:class:`Tx`): entries placed at the head, signatures checked.
 
 :meth:`signoff.audit.store.Store.transact` opens it at the locked head and moves the head
-when the work returns; ``key.enrolled`` is written here because its rules need only the keys.
+when the work returns. Who may write and sign what is :mod:`signoff.audit.trust`, checked here
+against the state read after the head lock; ``key.enrolled`` and ``key.revoked`` are written
+here because their rules need only the keys.
 """
 
 from __future__ import annotations
@@ -13,15 +15,22 @@ from typing import Any
 from sqlalchemy import Connection, insert
 
 from signoff.audit import entry as entries
-from signoff.audit import merkle
+from signoff.audit import merkle, trust
 from signoff.audit.driver import dbapi_cursor, fetch
 from signoff.audit.entry import Entry, format_time, parse_hash
 from signoff.audit.errors import InvalidEntry, NotAllowed
-from signoff.audit.keys import Signer, decode_public, fingerprint, verify_signature
-from signoff.audit.reader import LogReader
+from signoff.audit.keys import Signer
+from signoff.audit.reader import LogReader, parse_entry
 from signoff.audit.tables import KeyRow
+from signoff.audit.trust import PublicKey
 
-_ACTOR_KEYS = "SELECT fingerprint, public_key FROM signoff_key WHERE log = ? AND actor = ?"
+_ACTOR_KEYS = "SELECT fingerprint, public_key, enrolled_seq FROM signoff_key WHERE log = ? AND actor = ?"
+_REVOKE_KEY = "DELETE FROM signoff_key WHERE log = ? AND actor = ? AND fingerprint = ?"
+_REVIEWER_ENROLLED = "SELECT enrolled_seq FROM signoff_reviewer WHERE log = ? AND id = ?"
+_ENTRY_RAW = "SELECT raw FROM signoff_entry WHERE log = ? AND seq = ?"
+_OWN_KEYS_SINCE = (
+    "SELECT raw FROM signoff_entry WHERE subject = ? AND log = ? AND kind = 'key.enrolled' AND seq > ? ORDER BY seq"
+)
 
 
 @dataclass
@@ -49,7 +58,7 @@ class Tx:
         )
         completed = self.compact.append(parse_hash(item.hash))
         nodes = b"".join(digest for _level, _index, digest in completed)
-        self._entries.append((self.log, item.seq, item.hash, kind, actor, _subject(body), item.raw, nodes))
+        self._entries.append((self.log, item.seq, item.hash, kind, actor, subject_of(body), item.raw, nodes))
         self.size += 1
         self.head = item.hash
         self.appended.append(item)
@@ -59,63 +68,114 @@ class Tx:
         """Run driver-level SQL (``?`` placeholders) in this transaction; rows with named fields."""
         return fetch(dbapi_cursor(self.conn), self.store.backend, sql, params)
 
+    @property
+    def rules(self) -> trust.LogRules:
+        return self.store.rules
+
+    def keys_of(self, actor: str) -> dict[str, PublicKey]:
+        """``actor``'s active keys by fingerprint, as the key projection holds them."""
+        return {
+            row.fingerprint: PublicKey.from_stored(actor, row.public_key, row.enrolled_seq)
+            for row in self.rows(_ACTOR_KEYS, self.log, actor)
+        }
+
     def signature(
         self,
         actor: str,
         kind: str,
         body: dict[str, Any],
-        sig: dict[str, str] | None = None,
+        sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
-    ) -> dict[str, str] | None:
-        """The entry's signature, checked in its transaction.
+        *,
+        legacy_admin: bool = False,
+    ) -> dict[str, Any] | None:
+        """Check who may write this entry, and its signature, in its transaction (:mod:`signoff.audit.trust`).
 
         An actor with an enrolled key signs every later entry, so a forger cannot drop a
-        signature. A given ``sig`` must verify against a key enrolled for the actor;
-        otherwise ``signer`` signs when its key is enrolled for the actor.
+        signature; a log that requires signed decisions refuses an unsigned one. A given ``sig``
+        must verify against a key enrolled for the actor; otherwise ``signer`` signs when its key
+        is enrolled for the actor.
         """
-        keys = {row[0]: row[1] for row in self.rows(_ACTOR_KEYS, self.log, actor)}
-        message = entries.statement(kind, actor, body)
+        own = self.keys_of(actor)
+        rules = self.rules
+        live_code = self._live_code(actor) if trust.by_code(kind, actor, body) else None
+        trust.check_authority(
+            rules, self.size, kind, actor, body, actor_keyed=bool(own), live_code=live_code, legacy_admin=legacy_admin
+        )
+        keys = trust.signing_keys(kind, actor, body, own, live_code)
         if sig is None and signer is not None and signer.fingerprint in keys:
-            sig = signer.sign(message)
-        if sig is None:
-            if keys:
-                raise NotAllowed(f"sig: expected a signature by {actor}'s enrolled key, found none")
-            return None
-        public = keys.get(str(sig.get("key")))
-        if public is None:
-            raise NotAllowed(f"sig.key: expected a key enrolled for {actor}, found {sig.get('key')!r}")
-        if not verify_signature(public, sig, message):
-            raise NotAllowed(f"sig.value: expected a valid Ed25519 signature by {sig.get('key')}, found an invalid one")
+            sig = signer.sign(trust.statement(rules, kind, actor, body))
+        trust.check_signature(rules, kind, actor, body, sig, keys)
         return sig
+
+    def _live_code(self, reviewer: str) -> PublicKey | None:
+        """The reviewer's unused enrolment code key: on their latest ``reviewer.enrolled``, with no key
+        enrolled by code since."""
+        found = self.rows(_REVIEWER_ENROLLED, self.log, reviewer)
+        if not found:
+            return None
+        enrolled_seq = found[0].enrolled_seq
+        raw = self.rows(_ENTRY_RAW, self.log, enrolled_seq)
+        committed = parse_entry(bytes(raw[0].raw)).body.get("code_key") if raw else None
+        if not isinstance(committed, str):
+            return None
+        for row in self.rows(_OWN_KEYS_SINCE, reviewer, self.log, enrolled_seq):
+            if trust.by_code("key.enrolled", reviewer, parse_entry(bytes(row.raw)).body):
+                return None  # one code, one key
+        return PublicKey.enrolled(reviewer, {"alg": "Ed25519", "key": committed}, enrolled_seq)
 
     def enroll_key(
         self,
         actor: str,
         owner: str,
-        key: str,
-        sig: dict[str, str] | None = None,
+        body: dict[str, Any],
+        sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
-        body: dict[str, Any] | None = None,
+        *,
+        legacy_admin: bool = False,
     ) -> Entry:
-        """``key.enrolled``: bind a public Ed25519 key to ``owner``; from now on ``owner`` signs its entries.
-
-        ``actor`` is the owner itself or a ``service:`` (ReviewService also lets an admin enroll).
-        """
+        """``key.enrolled``: bind a public key (Ed25519, or a passkey) to ``owner``; from now on
+        ``owner`` signs its entries. Who may (an admin, or the owner with an enrolment code) is
+        :func:`signoff.audit.trust.check_authority`."""
         entries.check_actor(owner, "body.actor")
-        decode_public(key)
-        fp = fingerprint(key)
-        if any(row[0] == fp for row in self.rows(_ACTOR_KEYS, self.log, owner)):
-            raise InvalidEntry(f"key: expected a key not yet enrolled for {owner}, found {fp} enrolled already")
-        body = body if body is not None else {"actor": owner, "key": key, "alg": "Ed25519"}
-        entry = self.append(actor, "key.enrolled", body, self.signature(actor, "key.enrolled", body, sig, signer))
+        if body.get("actor") != owner:
+            raise InvalidEntry(f"body.actor: expected {owner!r}, found {body.get('actor')!r}")
+        try:
+            key = PublicKey.enrolled(owner, body, self.size)
+        except NotAllowed as exc:  # a malformed key is bad input (a ValueError), not a refusal of the writer
+            raise InvalidEntry(str(exc)) from None
+        if key.fingerprint in self.keys_of(owner):
+            raise InvalidEntry(
+                f"key: expected a key not yet enrolled for {owner}, found {key.fingerprint} enrolled already"
+            )
+        signed = self.signature(actor, "key.enrolled", body, sig, signer, legacy_admin=legacy_admin)
+        entry = self.append(actor, "key.enrolled", body, signed)
+        self.add_key_row(key, entry.seq)
+        return entry
+
+    def add_key_row(self, key: PublicKey, seq: int) -> None:
         self.conn.execute(
             insert(KeyRow),
-            {"log": self.log, "fingerprint": fp, "actor": owner, "public_key": key, "enrolled_seq": entry.seq},
+            {
+                "log": self.log,
+                "fingerprint": key.fingerprint,
+                "actor": key.actor,
+                "public_key": key.stored(),
+                "enrolled_seq": seq,
+            },
         )
+
+    def revoke_key(self, actor: str, owner: str, fingerprint: str, reason: str, signer: Signer | None = None) -> Entry:
+        """``key.revoked``: from now on ``owner`` can no longer sign with this key (an admin's act)."""
+        if fingerprint not in self.keys_of(owner):
+            raise InvalidEntry(f"key: expected a key enrolled for {owner}, found {fingerprint!r} not enrolled")
+        body = {"actor": owner, "key": fingerprint, "reason": reason}
+        entry = self.append(actor, "key.revoked", body, self.signature(actor, "key.revoked", body, None, signer))
+        self.rows(_REVOKE_KEY, self.log, owner, fingerprint)
         return entry
 
 
-def _subject(body: dict[str, Any]) -> str | None:
+def subject_of(body: dict[str, Any]) -> str | None:
     """What an entry is about, for the subject index: a review, frontier, reviewer or actor."""
     for name in ("review", "frontier", "reviewer", "actor"):
         value = body.get(name)

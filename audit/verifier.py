@@ -1,9 +1,11 @@
 """The verifier's checks of one entry at a time: pure over bytes and ints, with flat memory.
 
 Feed entries in ``seq`` order: each is checked for ``seq`` density, its ``prev`` link and
-hash, RFC 8785 form, its signature against keys enrolled earlier on the log, the review
-rules 1–6 (:mod:`audit.rules`) and its stored Merkle nodes (RFC 9162 §2.1). A settled
-review is folded into a multiset hash of its projection row (:func:`review_tuple`).
+hash, RFC 8785 form, the index columns stored beside it, who may write it and its signature
+against keys enrolled earlier on the log (:mod:`signoff.audit.trust`), the review rules 1–6
+(:mod:`signoff.audit.rules`), the checkpoints recorded on the log, and its stored Merkle nodes
+(RFC 9162 §2.1). A settled review is folded into a multiset hash of its projection row
+(:func:`review_tuple`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from signoff.audit import merkle, rules
+from signoff.audit import merkle, rules, trust
+from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
-from signoff.audit.canonical import fast_digest, parse_canonical
-from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash, statement
-from signoff.audit.errors import ReviewError, VerificationFailed
-from signoff.audit.keys import fingerprint, verify_signature
+from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash
+from signoff.audit.errors import NotAllowed, ReviewError, VerificationFailed
+from signoff.audit.keys import verify_signature
+from signoff.audit.tx import subject_of
 
 
 @dataclass
@@ -48,9 +51,8 @@ class Verifier:
         self.compact = compact or merkle.CompactRange()
         self.log: str | None = None
         self.log_key: str | None = None
-        self.keys: dict[str, str] = {}  # fingerprint -> public key
-        self.key_owners: set[tuple[str, str]] = set()  # (fingerprint, actor)
-        self.signers: set[str] = set()  # actors with an enrolled key: they sign every later entry
+        self.ring = trust.Keyring(trust.LogRules(""))  # who holds which key; set up at entry 0
+        self.checkpoints: dict[int, str] = {}  # size -> root of every log.checkpoint entry
         self.reviewers: dict[str, rules.ReviewerState] = {}
         self.reviews: dict[str, ReviewFacts] = {}
         self.frontiers: dict[str, list[Any]] = {}  # id -> [open count, size, resumed seq, opened seq]
@@ -74,7 +76,9 @@ class Verifier:
         stored_hash: str | None = None,
         stored_seq: int | None = None,
         stored_nodes: bytes | None = None,
+        stored_columns: tuple[Any, ...] | None = None,
     ) -> None:
+        """Check one entry; ``stored_*`` are what the store keeps beside its bytes (None: not stored)."""
         seq = self.expected_seq
         if stored_seq is not None and stored_seq != seq:
             raise VerificationFailed(seq, "seq density (entry missing)", f"seq {seq}", f"seq {stored_seq}")
@@ -93,12 +97,19 @@ class Verifier:
         if data.get("prev") != self.prev:
             raise VerificationFailed(seq, "prev link", self.prev, str(data.get("prev")))
         self._check_fields(seq, data)
-        self._check_sig(seq, data)
+        if stored_columns is not None:
+            implied = (data["kind"], data["actor"], subject_of(data["body"]))
+            if tuple(stored_columns) != implied:
+                raise VerificationFailed(
+                    seq, "stored entry columns (kind, actor, subject)", repr(implied), repr(tuple(stored_columns))
+                )
+        self._check_trust(seq, data)
         try:
             self._apply(seq, data)
         except ReviewError as exc:
             rule = f"review rule {exc.rule}" if exc.rule else "review rule"
             raise VerificationFailed(seq, rule, "an entry the rules allow", str(exc)) from None
+        self._apply_trust(seq, data)
         completed = self.compact.append(leaf)
         if stored_nodes is not None:
             expected = b"".join(node for _level, _index, node in completed)
@@ -120,7 +131,7 @@ class Verifier:
         if not isinstance(at, str) or not TIME.match(at):
             raise VerificationFailed(seq, "timestamp", "YYYY-MM-DDTHH:MM:SS.ffffffZ", repr(at))
         if not isinstance(actor, str) or not ACTOR.match(actor):
-            raise VerificationFailed(seq, "actor", "human:|agent:|service:|log: actor", repr(actor))
+            raise VerificationFailed(seq, "actor", "human:|agent:|service:|admin:|log: actor", repr(actor))
         if kind not in KINDS:
             raise VerificationFailed(seq, "entry kind", "a known kind", repr(kind))
         if not isinstance(data.get("body"), dict):
@@ -129,35 +140,71 @@ class Verifier:
         if extra:
             raise VerificationFailed(seq, "entry fields", "only the record's fields", str(sorted(extra)))
 
-    def _check_sig(self, seq: int, data: dict[str, Any]) -> None:
-        sig = data.get("sig")
+    def _check_trust(self, seq: int, data: dict[str, Any]) -> None:
+        """Who may write this entry, and its signature (:mod:`signoff.audit.trust`)."""
+        kind, actor, body, sig = data["kind"], data["actor"], data["body"], data.get("sig")
         if seq == 0:
-            body = data["body"]
-            if (
-                data["kind"] != "key.enrolled"
-                or data["actor"] != f"log:{self.log}"
-                or body.get("actor") != data["actor"]
-            ):
-                raise VerificationFailed(0, "log key", f"entry 0 enrolling log:{self.log}'s key", data["kind"])
-            self.log_key = str(body.get("key"))
-            self._enroll_key(0, data["actor"], self.log_key)
+            if kind != "key.enrolled" or actor != f"log:{self.log}" or body.get("actor") != actor:
+                raise VerificationFailed(0, "log key", f"entry 0 enrolling log:{self.log}'s key", kind)
             if sig is None:
                 raise VerificationFailed(0, "signature", "entry 0 signed by the log key", "no signature")
-        actor = data["actor"]
-        if sig is None:
-            if actor in self.signers:
-                raise VerificationFailed(seq, "signature", f"a signature by {actor}'s enrolled key", "none")
-            return
-        if not isinstance(sig, dict):
+            self.log_key = str(body.get("key"))
+            self.ring = trust.Keyring(trust.LogRules(str(self.log)))
+        if sig is not None and not isinstance(sig, dict):
             raise VerificationFailed(seq, "signature", "a sig object", repr(sig)[:40])
-        fp = str(sig.get("key"))
-        public = self.keys.get(fp)
-        if public is None or (fp, actor) not in self.key_owners:
-            raise VerificationFailed(seq, "signature", f"a key enrolled for {actor} before this entry", fp)
-        if not verify_signature(public, sig, statement(data["kind"], data["actor"], data["body"])):
-            raise VerificationFailed(
-                seq, "signature", f"a valid Ed25519 signature by {sig.get('key')}", "an invalid one"
+        state = self.reviewers.get(actor)
+        try:
+            self.ring.check(
+                seq, kind, actor, body, sig, legacy_admin=state is not None and state.enabled and "admin" in state.roles
             )
+        except NotAllowed as exc:
+            rule = "signature" if str(exc).startswith("sig") else "enrolment authority"
+            expected = f"an entry {actor} may write, signed as the rules require"
+            raise VerificationFailed(seq, rule, expected, str(exc)) from None
+
+    def replay_trusted(self, seq: int, data: dict[str, Any]) -> None:
+        """Take in a trust entry (keys, reviewers, rules, checkpoints) of a prefix that a kept checkpoint
+        proves, without checking it again (``audit verify --incremental``)."""
+        if seq == 0:
+            self.log = data["log"]
+            self.log_key = str(data["body"].get("key"))
+            self.ring = trust.Keyring(trust.LogRules(str(self.log)))
+        if data["kind"] in ("reviewer.enrolled", "reviewer.disabled"):
+            self._apply(seq, data)
+        if data["kind"] == "log.checkpoint":
+            self.checkpoints[seq] = str(data["body"].get("root"))
+        elif data["kind"] in trust.ENROLMENT or data["kind"] == "log.configured" or seq == 0:
+            self.ring.apply(seq, data["kind"], data["actor"], data["body"])
+
+    def _apply_trust(self, seq: int, data: dict[str, Any]) -> None:
+        kind, body = data["kind"], data["body"]
+        if kind == "log.checkpoint":
+            self._logged_checkpoint(seq, body)
+        if kind not in trust.ENROLMENT and kind != "log.configured" and seq != 0:
+            return
+        try:
+            self.ring.apply(seq, kind, data["actor"], body)
+        except NotAllowed as exc:
+            expected = "a usable key, not yet enrolled for its actor"
+            raise VerificationFailed(seq, "key enrolment", expected, str(exc)) from None
+
+    def _logged_checkpoint(self, seq: int, body: dict[str, Any]) -> None:
+        """A checkpoint recorded on the log: the tree head of every entry before it, signed by the log key."""
+        root = format_hash(self.compact.root())
+        if body.get("size") != seq or body.get("root") != root:
+            raise VerificationFailed(
+                seq, "logged checkpoint (RFC 9162 tree head)", f"size {seq}, root {root}",
+                f"size {body.get('size')!r}, root {body.get('root')!r}",
+            )  # fmt: skip
+        point = {"log": self.log, "size": seq, "root": root, "at": body.get("at")}
+        sig = body.get("sig")
+        if (
+            not isinstance(sig, dict)
+            or self.log_key is None
+            or not verify_signature(self.log_key, sig, canonical(point))
+        ):
+            raise VerificationFailed(seq, "logged checkpoint signature", "a valid signature by the log key", "none")
+        self.checkpoints[seq] = root
 
     # -- the review rules -----------------------------------------------------------
 
@@ -231,47 +278,23 @@ class Verifier:
             facts = self._review(str(body.get("review")))
             state = rules.execute(facts.state if facts else None, str(body.get("review")), body.get("args_digest"))
             assert facts is not None
+            if self.ring.rules.version >= trust.RULES_VERSION:
+                front = self._frontier(facts.frontier) if facts.frontier else [0, 0, -1]
+                rules.executed_after_resume(facts.state.id, front[2] if front is not None else None)
             facts.state = state
             facts.executed_seq = seq
             self._settle_review(facts)
         elif kind == "reviewer.enrolled":
-            self._check_admin(seq, actor)
             reviewer = str(body.get("reviewer"))
             self.reviewers[reviewer] = rules.ReviewerState(
                 reviewer, tuple(body.get("roles") or ()), tuple(body.get("tools") or ()), True
             )
-            if body.get("key"):
-                self._enroll_key(seq, reviewer, str(body["key"]))
         elif kind == "reviewer.disabled":
-            self._check_admin(seq, actor)
             reviewer = str(body.get("reviewer"))
             if reviewer not in self.reviewers:
                 raise VerificationFailed(seq, "reviewer", "an enrolled reviewer to disable", reviewer)
             current = self.reviewers[reviewer]
             self.reviewers[reviewer] = rules.ReviewerState(current.id, current.roles, current.tools, False)
-        elif kind == "key.enrolled" and seq != 0:
-            owner = str(body.get("actor"))
-            if owner != actor:
-                self._check_admin(seq, actor)
-            self._enroll_key(seq, owner, str(body.get("key")))
-
-    def _check_admin(self, seq: int, actor: str) -> None:
-        if actor.startswith("service:"):
-            return
-        state = self.reviewers.get(actor)
-        if state is None or not state.enabled or "admin" not in state.roles:
-            raise VerificationFailed(seq, "enrolment", "a service: actor or an enabled admin", actor)
-
-    def _enroll_key(self, seq: int, owner: str, key: str) -> None:
-        try:
-            fp = fingerprint(key)
-        except (ValueError, TypeError):
-            raise VerificationFailed(seq, "key enrolment", "an Ed25519 public key", key[:40]) from None
-        if (fp, owner) in self.key_owners:
-            raise VerificationFailed(seq, "key enrolment", f"a key not yet enrolled for {owner}", fp)
-        self.keys[fp] = key
-        self.key_owners.add((fp, owner))
-        self.signers.add(owner)
 
     def _open(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
         review_id, frontier_id = str(body.get("review")), str(body.get("frontier"))

@@ -29,6 +29,7 @@ from signoff.audit.errors import AuditError, UnusableInput, VerificationFailed
 from signoff.audit.store import Store
 from signoff.audit.tables import FrontierRow, ReviewRow
 from signoff.audit.tree import Checkpoint
+from signoff.audit.trust import ENROLMENT as TRUST_KINDS
 from signoff.audit.verifier import ReviewFacts, Verifier
 from signoff.audit.verify_projection import ProjectionMismatch, check_projection
 
@@ -84,21 +85,25 @@ def _check_checkpoint(seq_size: int, point: Checkpoint, verifier: Verifier, what
         )
 
 
+Row = tuple[int | None, str | None, bytes, bytes | None, tuple[Any, ...] | None]
+"""``(stored seq, stored hash, raw bytes, stored Merkle nodes, stored (kind, actor, subject))``; None: not stored."""
+
+
 def verify_stream(
-    rows: Iterable[tuple[int | None, str | None, bytes, bytes | None]],
+    rows: Iterable[Row],
     *,
     checkpoints: Iterable[Checkpoint] = (),
     against: Checkpoint | None = None,
     progress: Progress | None = None,
     verifier: Verifier | None = None,
 ) -> tuple[Verifier, int]:
-    """Check ``(stored seq, stored hash, raw)`` rows in order; stored checkpoints are checked as their size passes."""
+    """Check :data:`Row` rows in order; stored checkpoints are checked as their size passes."""
     v = verifier or Verifier()
     pending = sorted(checkpoints, key=lambda c: c.size)
     pending = [c for c in pending if c.size > v.expected_seq or v.expected_seq == 0]
     index = 0
-    for stored_seq, stored_hash, raw, stored_nodes in rows:
-        v.add(raw, stored_hash, stored_seq, stored_nodes)
+    for stored_seq, stored_hash, raw, stored_nodes, stored_columns in rows:
+        v.add(raw, stored_hash, stored_seq, stored_nodes, stored_columns)
         size = v.expected_seq
         while index < len(pending) and pending[index].size == size:
             _check_checkpoint(size, pending[index], v, "stored checkpoint")
@@ -217,14 +222,13 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
     except merkle.ProofError as exc:
         raise VerificationFailed(size - 1, "inclusion in kept checkpoint", point.root, str(exc)) from None
     v = Verifier(start=size, prev=last_hash, compact=compact)
-    first = json.loads(next(store.iter_raw(0, 1))[2])
-    v.log = first["log"]
-    for kind in ("key.enrolled", "reviewer.enrolled", "reviewer.disabled"):
-        for item in store.entries(0, size, kind=kind):
-            data = item.to_json()
-            if item.seq == 0:
-                v.log_key = str(item.body["key"])
-            v._apply(item.seq, data) if item.seq else v._enroll_key(0, item.actor, str(item.body["key"]))
+    trusted = [
+        item
+        for kind in (*TRUST_KINDS, "log.configured", "log.checkpoint")
+        for item in store.entries(0, size, kind=kind)
+    ]
+    for item in sorted(trusted, key=lambda e: e.seq):
+        v.replay_trusted(item.seq, item.to_json())
 
     def lookup_review(review_id: str) -> ReviewFacts | None:
         with store.read_engine.connect() as conn:
@@ -283,7 +287,7 @@ def _compact_ranges(size: int) -> Iterator[tuple[int, int]]:
             start += 1 << bit
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int | None, str | None, bytes, bytes | None]]:
+def read_jsonl(path: Path) -> Iterator[Row]:
     """Stream an ``audit export`` file: one entry's exact canonical bytes per line."""
     try:
         handle = path.open("rb")
@@ -293,7 +297,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int | None, str | None, bytes, byte
         for line in handle:
             raw = line.rstrip(b"\n")
             if raw:
-                yield None, None, raw, None
+                yield None, None, raw, None, None
 
 
 def verify_file(

@@ -1,7 +1,8 @@
 """The review projection checked against the log (DESIGN.md: every projection is rebuilt from the log).
 
-The review queue, frontiers and reviewers in the database must be exactly what the
-:class:`~signoff.audit.verifier.Verifier` derived from the entries.
+The review queue, frontiers, reviewers, keys, the log's own row and the stored checkpoints in
+the database must be exactly what the :class:`~signoff.audit.verifier.Verifier` derived from
+the entries; a difference names the row.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from signoff.audit import rules
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.errors import VerificationFailed
 from signoff.audit.store import Store
-from signoff.audit.tables import FrontierRow, ReviewerRow, ReviewRow
+from signoff.audit.tables import CheckpointRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
+from signoff.audit.trust import RULES_VERSION
 from signoff.audit.verifier import Verifier, frontier_tuple, review_tuple, row_hash
 
 ROW_FIELDS = (
@@ -100,3 +102,55 @@ def check_projection(store: Store, v: Verifier) -> None:
                 )
         if people != len(v.reviewers):
             raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
+        _check_keys(conn, v)
+        _check_log_row(conn, v)
+        _check_checkpoints(conn, v)
+
+
+def _check_keys(conn: Any, v: Verifier) -> None:
+    """The key projection (what the write path checks signatures with) is exactly the active keys."""
+    expected = {
+        (key.actor, key.fingerprint): (key.stored(), key.seq) for mine in v.ring.keys.values() for key in mine.values()
+    }
+    found = {
+        (row.actor, row.fingerprint): (row.public_key, row.enrolled_seq)
+        for row in conn.execute(select(KeyRow).where(col(KeyRow.log) == v.log))
+    }
+    for name in sorted(set(expected) | set(found)):
+        if expected.get(name) != found.get(name):
+            seq = (expected.get(name) or found.get(name) or (None, None))[1]
+            actor, fp = name
+            raise VerificationFailed(
+                seq,
+                f"projection of key {fp} of {actor} (signoff_key)",
+                "an enrolled key" if name in expected else "no such active key",
+                "a row that differs" if name in found else "no row (deleted)",
+            )
+
+
+def _check_log_row(conn: Any, v: Verifier) -> None:
+    rows = conn.execute(select(LogRow.id, LogRow.public_key)).all()  # type: ignore[call-overload]
+    if [(row.id, row.public_key) for row in rows] != [(v.log, v.log_key)]:
+        found = [(row.id, row.public_key) for row in rows]
+        raise VerificationFailed(0, "the log's row (signoff_log)", f"one row: {v.log}, key {v.log_key}", str(found))
+
+
+def _check_checkpoints(conn: Any, v: Verifier) -> None:
+    """Every checkpoint recorded on the log is stored, and (on a log under rules version 2) every stored
+    one is recorded: deleting or adding checkpoint rows behind the log's back shows here."""
+    stored = {
+        row.size: row.root
+        for row in conn.execute(select(CheckpointRow.size, CheckpointRow.root).where(col(CheckpointRow.log) == v.log))  # type: ignore[call-overload]
+    }
+    for size, root in sorted(v.checkpoints.items()):
+        if stored.get(size) != root:
+            raise VerificationFailed(
+                size, f"stored checkpoint of size {size}", f"a row with root {root}", f"{stored.get(size) or 'no row'}"
+            )
+    first_logged = min(v.checkpoints, default=None)
+    for size in sorted(set(stored) - set(v.checkpoints)):
+        legacy = v.ring.rules.version < RULES_VERSION and (first_logged is None or size < first_logged)
+        if not legacy:
+            raise VerificationFailed(
+                size, f"stored checkpoint of size {size}", "a log.checkpoint entry recording it", "none on the log"
+            )

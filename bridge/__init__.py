@@ -13,10 +13,14 @@ and one worker that sends decisions back (in this process or another)::
 Everything public is re-exported here; the ``_``-prefixed modules are internal.
 """
 
+from typing import Any
+
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import Review
+from signoff.audit import Review, Signer
 from signoff.bridge._calls import PausedCall, paused_calls, resume_message
+from signoff.bridge._gate import DecisionPending, NoReview
+from signoff.bridge._guard import ConfirmationRefused, resuming
 from signoff.bridge._keys import idempotency_key
 from signoff.bridge._mapping import stop_reason, to_tool_confirmation
 from signoff.bridge._plugin import SignoffPlugin
@@ -32,13 +36,24 @@ async def request_confirmation(call: PausedCall, *, timeout: float | None = None
 
 
 def record_decision(
-    call: PausedCall | Review | str, confirmation: ToolConfirmation, *, reviewer: str, rationale: str = ""
+    call: PausedCall | Review | str,
+    confirmation: ToolConfirmation,
+    *,
+    reviewer: str,
+    rationale: str = "",
+    signer: Signer | None = None,
+    sig: dict[str, Any] | None = None,
 ) -> Review:
     """:meth:`Signoff.record_decision` on the most recently created ``Signoff``."""
-    return default_signoff().record_decision(call, confirmation, reviewer=reviewer, rationale=rationale)
+    return default_signoff().record_decision(
+        call, confirmation, reviewer=reviewer, rationale=rationale, signer=signer, sig=sig
+    )
 
 
 __all__ = [
+    "ConfirmationRefused",
+    "DecisionPending",
+    "NoReview",
     "PausedCall",
     "Policies",
     "Resumed",
@@ -54,6 +69,7 @@ __all__ = [
     "record_tool_executed",
     "request_confirmation",
     "resume_message",
+    "resuming",
     "stop_reason",
     "to_tool_confirmation",
     "tool_schema",

@@ -24,6 +24,8 @@ from google.adk.events.event import Event
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
+from signoff.audit import Review
+
 REQUEST_CONFIRMATION = "adk_request_confirmation"
 REQUEST_INPUT = "adk_request_input"
 WORKFLOW_CONFIRMATION_PREFIX = "wf_tool_confirmation:"
@@ -209,19 +211,62 @@ def resume_message(answers: Iterable[tuple[PausedCall, ToolConfirmation]]) -> ty
 
 
 def answered_ids(events: Sequence[Event], invocation: str, ids: Iterable[str]) -> set[str]:
-    """Which of ``ids`` (paused calls of ``invocation``) a user event after their pause answered.
+    """Which of ``ids`` (paused calls of ``invocation``) an answer after their pause has consumed.
 
-    Only answers after that pause count: a workflow reuses its interrupt ids in later
-    invocations of the same session.
+    ADK's own test (``flows/llm_flows/tools/_confirmation.py``): a confirmation is consumed once an
+    agent's function response for the original call follows the user event that answered it. An
+    answer the gate refused (it raised, so no function response followed) consumed nothing: the
+    call is still paused, and the resumer must send the decision. A workflow node's call id changes
+    on every run, so for workflow pauses any non-user event after the answer counts.
+    Only answers after the pause count: a workflow reuses its interrupt ids in later invocations.
     """
     wanted = set(ids)
     start = 0
+    originals: dict[str, str] = {}
     for i, ev in enumerate(events):
-        if ev.invocation_id == invocation and any(fc.id in wanted for fc in ev.get_function_calls()):
-            start = i
-    return {
-        fr.id for ev in events[start:] if ev.author == "user" for fr in ev.get_function_responses() if fr.id in wanted
-    }
+        if ev.invocation_id == invocation:
+            for fc in ev.get_function_calls():
+                if fc.id in wanted:
+                    start = i
+                    original = (fc.args or {}).get("originalFunctionCall") or {}
+                    originals[fc.id] = str(original.get("id") or "") if fc.name == REQUEST_CONFIRMATION else ""
+    consumed: set[str] = set()
+    for i in range(start, len(events)):
+        ev = events[i]
+        if ev.author != "user":
+            continue
+        for fr in ev.get_function_responses():
+            if fr.id not in wanted or fr.id in consumed:
+                continue
+            original = originals.get(fr.id, "")
+            later = events[i + 1 :]
+            if any(
+                later_ev.author != "user"
+                and (not original or any(r.id == original for r in later_ev.get_function_responses()))
+                for later_ev in later
+            ):
+                consumed.add(str(fr.id))
+    return consumed
+
+
+def paused_call_of(review: Review) -> PausedCall:
+    """The paused call a review was opened for, with the confirmation id ADK knows."""
+    c = review.call
+    return PausedCall(
+        app=c.app,
+        user=c.user,
+        session=c.session,
+        invocation=c.invocation,
+        confirmation_id=adk_confirmation_id(c.confirmation_id, c.kind),
+        call_id=c.call_id,
+        tool=c.tool,
+        args=dict(c.args),
+        hint=c.hint,
+        payload=c.payload,
+        agent=c.agent,
+        node_path=c.node_path,
+        kind=c.kind,
+    )
 
 
 def binding_for(events: Sequence[Event], call_id: str, node_path: str = "") -> tuple[str, str] | None:

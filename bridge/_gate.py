@@ -2,27 +2,42 @@
 
 Internal module, not public API; import from ``bridge``.
 
-DESIGN.md "The bridge": the args are mutated in place and ``None`` is returned (a returned dict
-would skip the tool; returned before a decision it would skip the review). A rejection, expiry or
-withdrawal always stops the tool, with the reason as the result the model sees. The decision is read
-from the log, not from the resume message: a confirmation that disagrees with the log stops the call.
+DESIGN.md "The bridge" and "Who holds which key": before a gated tool runs, the gate reads the
+review's decision from the log and proves it (:func:`signoff.audit.decided.prove_decision`: the
+entry belongs to this review, its hash and link hold, the person's signature verifies against the
+key the log enrolled for them under an admin's signature). Only then are the args set, in place,
+to the signed final args (``None`` is returned: a returned dict would skip the tool), and the
+tool's own question answered with the signed answer. Nothing in the resume message or in a
+projection row is trusted. A rejection, expiry or withdrawal stops the tool with the reason as the
+result the model sees; a decision the log does not prove stops it with what failed.
+
+A confirmation that arrives while the review is still open never stops the call: the gate raises
+:class:`DecisionPending`, so ADK records no answer and the call stays paused until the person's
+decision resumes it (the plugin's guard, :mod:`signoff.bridge._guard`, refuses such messages
+before they reach the session at all).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from typing import Any, Protocol
 
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import Review, ReviewService
+from signoff.audit import Review, ReviewService, Store
+from signoff.audit.decided import DecisionNotProven, TrustCache, prove_decision
+from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
 from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, binding_for
-from signoff.bridge._mapping import EDITED, PENDING, RUNS, STOPS, edit_note, stop_result
+from signoff.bridge._guard import ConfirmationRefused
+from signoff.bridge._mapping import EDITED, RUNS, STOPS, edit_note, stop_result, to_tool_confirmation
+from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._policy import Policies
 
 FORCED_PAUSE_STATUS = "awaiting review"
+IN_FLIGHT_SECONDS = 600.0
 _WF_PREFIX = WORKFLOW_CONFIRMATION_PREFIX
 
 
@@ -30,11 +45,28 @@ def agent_actor(agent: str) -> str:
     return f"agent:{agent or 'adk'}"
 
 
+class DecisionPending(AuditError):
+    """A confirmation reached a gated call before the person decided it. Raised, not answered, so that
+    ADK consumes nothing and the real decision can still resume the call."""
+
+
+class NoReview(AuditError):
+    """A confirmation reached a gated call that has no review on the log (nothing opened it)."""
+
+
 class GateHost(Protocol):
     """What the gate needs of its ``Signoff``."""
 
+    store: Store
     reviews: ReviewService
     policies: Policies
+    trust: TrustCache
+
+    def plugin(self, name: str = "signoff") -> SignoffPlugin: ...
+
+    def claimed_here(self, frontier_id: str) -> bool: ...
+
+    def note_claim(self, frontier_id: str) -> None: ...
 
     def remember_tool(self, agent: str, tool: BaseTool) -> None: ...
 
@@ -47,6 +79,9 @@ class ToolGate:
     def __init__(self, signoff: GateHost) -> None:
         self.signoff = signoff
         self._running: dict[str, Review] = {}
+        # run key -> (review id, session id, when it started): from the gate until after or forget. A run cancelled
+        # without either (a disconnected client) stops counting after IN_FLIGHT_SECONDS.
+        self._in_flight: dict[str, tuple[str, str, float]] = {}
 
     async def before(self, tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
         """Apply the reviewed args in place and return ``None``, or stop the call with the reason.
@@ -56,6 +91,7 @@ class ToolGate:
         """
         agent = tool_context.agent_name
         self.signoff.remember_tool(agent, tool)
+        self.install_plugin(tool_context)
         confirmation: ToolConfirmation | None = tool_context.tool_confirmation
         if confirmation is None:
             policy = self.signoff.policies.for_tool(tool.name)
@@ -70,45 +106,84 @@ class ToolGate:
                 tool_context.actions.skip_summarization = True
                 return {"status": FORCED_PAUSE_STATUS}
             return None
-        node_path = getattr(tool_context, "node_path", "") or ""
-        binding = binding_for(
-            tool_context.session.events,
-            tool_context.function_call_id or "",
-            node_path if _in_workflow_node(tool_context) else "",
-        )
-        review_id = binding[0] if binding is not None else None
-        if review_id is None:
-            # Not stamped by the plugin (an app using the callbacks alone): look the call up on the log.
-            call_key = (
-                _WF_PREFIX + node_path if _in_workflow_node(tool_context) else tool_context.function_call_id or ""
-            )
-            review_id = await asyncio.to_thread(
-                self.signoff.lookup_review_id, tool_context.session.id, call_key, by="call_id"
-            )
-        if review_id is None:
+        review_id = await self._review_id(tool, tool_context)
+        try:
+            proven = await asyncio.to_thread(prove_decision, self.signoff.store, review_id, cache=self.signoff.trust)
+        except DecisionNotProven as exc:
             return {
-                "error": f"The call {tool.name}() was not run: no Signoff review is on the log for its confirmation."
+                "error": f"The call {tool.name}() was not run: its decision is not proven by the log ({exc}).",
+                "signoff": {"review": review_id, "status": "not_proven"},
             }
-        review = await asyncio.to_thread(self.signoff.reviews.get, review_id)
+        review = proven.review
+        if review.status not in RUNS and review.status not in STOPS:
+            raise DecisionPending(
+                f"{tool.name}(): review {review.id} is still pending; this confirmation did not come from a "
+                "person's decision, so the call stays paused until one resumes it"
+            )
+        await asyncio.to_thread(self._own_the_resume, review)
         if review.status in STOPS:
             return stop_result(review)
-        if review.status not in RUNS:
-            return {"error": f"The call {tool.name}() was not run: review {review.id} is still {PENDING}."}
-        if not confirmation.confirmed:
-            return {
-                "error": f"The call {tool.name}() was not run: its confirmation says no, but the log says "
-                f"{review.status}."
-            }
         if review.executed:
             return {
                 "error": f"The call {tool.name}() was not run again: the log shows it already ran.",
                 "signoff": {"review": review.id, "status": "already_executed"},
             }
-        final_args = copy.deepcopy(review.final_args or {})
+        now = time.monotonic()
+        if any(
+            rid == review.id and now - started < IN_FLIGHT_SECONDS for rid, _sid, started in self._in_flight.values()
+        ):
+            # Another run in this process is inside this very call (a re-drive of the invocation while
+            # the tool runs): raised, so that nothing is consumed and it does not run twice.
+            raise ConfirmationRefused(f"{tool.name}(): review {review.id} is running now; not run twice")
+        # What was signed, and nothing else: the args, and the answer to the tool's own question.
         args.clear()
-        args.update(final_args)
+        args.update(copy.deepcopy(review.final_args or {}))
+        tool_context.tool_confirmation = to_tool_confirmation(review)
         self._running[_run_key(tool_context)] = review
+        self._in_flight[_run_key(tool_context)] = (review.id, tool_context.session.id, now)
         return None
+
+    def _own_the_resume(self, review: Review) -> None:
+        """The answer reaching this call must be the one resume of its frontier: one this process
+        claimed (the resumer, or the guard for a client), or, for an answer that came past the guard,
+        a claim made now. A frontier another party resumed is refused (raised, so that ADK consumes
+        nothing and that party's answer still runs the call, once)."""
+        if self.signoff.claimed_here(review.frontier):
+            return
+        try:
+            self.signoff.reviews.claim_resume(
+                review.frontier, actor=f"agent:client-of-{review.call.app}", via=f"unguarded:{review.call.user}"
+            )
+        except FrontierNotReady:
+            raise DecisionPending(
+                f"{review.call.tool}(): another call paused with it is still pending; the call stays paused"
+            ) from None
+        except AlreadyResumed:
+            raise ConfirmationRefused(
+                f"{review.call.tool}(): frontier {review.frontier} was resumed by another party; this answer "
+                "did not come from it, so it is not used"
+            ) from None
+        self.signoff.note_claim(review.frontier)
+
+    async def _review_id(self, tool: BaseTool, tool_context: Any) -> str:
+        """The review the plugin bound this call to on its pause event, else the one the log has for it."""
+        node_path = getattr(tool_context, "node_path", "") or ""
+        in_node = _in_workflow_node(tool_context)
+        binding = binding_for(
+            tool_context.session.events, tool_context.function_call_id or "", node_path if in_node else ""
+        )
+        if binding is not None:
+            return binding[0]
+        call_key = _WF_PREFIX + node_path if in_node else tool_context.function_call_id or ""
+        review_id = await asyncio.to_thread(
+            self.signoff.lookup_review_id, tool_context.session.id, call_key, by="call_id"
+        )
+        if review_id is None:
+            raise NoReview(
+                f"{tool.name}(): a confirmation arrived, but no Signoff review is on the log for this call "
+                "(was the Signoff plugin, or apply_reviewed_args, installed when it paused?); not run"
+            )
+        return review_id
 
     async def after(
         self, tool: BaseTool, args: dict[str, Any], tool_context: Any, result: Any
@@ -117,6 +192,14 @@ class ToolGate:
         review = self._running.pop(_run_key(tool_context), None)
         if review is None:
             return None
+        try:
+            return await self._record(review, args, tool_context, result)
+        finally:
+            self._in_flight.pop(_run_key(tool_context), None)
+
+    async def _record(
+        self, review: Review, args: dict[str, Any], tool_context: Any, result: Any
+    ) -> dict[str, Any] | None:
         await asyncio.to_thread(
             self.signoff.reviews.record_execution, review.id, actor=agent_actor(tool_context.agent_name), args=args
         )
@@ -124,9 +207,27 @@ class ToolGate:
             return {**result, "signoff_note": edit_note(review)}
         return None
 
+    def busy(self, session_id: str) -> str | None:
+        """A reviewed call of this session that is running in this process now (its review id), if any."""
+        now = time.monotonic()
+        for review_id, sid, started in list(self._in_flight.values()):
+            if sid == session_id and now - started < IN_FLIGHT_SECONDS:
+                return review_id
+        return None
+
+    def install_plugin(self, tool_context: Any) -> None:
+        """Register this Signoff's plugin on the runner, once, when an app uses only the agent callbacks:
+        the plugin opens the reviews when the call pauses and guards the resume (ADK's plugin manager is
+        the runner's, so it serves every later run of this runner, in this process)."""
+        manager = getattr(getattr(tool_context, "_invocation_context", None), "plugin_manager", None)
+        if manager is None or plugin_of(manager, self.signoff) is not None:
+            return
+        manager.register_plugin(self.signoff.plugin(name=f"signoff-{id(self.signoff):x}"))
+
     def forget(self, tool_context: Any) -> None:
         """The tool raised (or was cancelled): nothing ran to completion, so nothing is recorded."""
         self._running.pop(_run_key(tool_context), None)
+        self._in_flight.pop(_run_key(tool_context), None)
 
 
 def _run_key(tool_context: Any) -> str:
@@ -139,3 +240,8 @@ def _in_workflow_node(tool_context: Any) -> bool:
     if not getattr(tool_context, "node_path", ""):
         return False
     return not any(fc.id == call_id for ev in tool_context.session.events for fc in ev.get_function_calls())
+
+
+def plugin_of(manager: Any, signoff: Any) -> SignoffPlugin | None:
+    """The ``SignoffPlugin`` of ``signoff`` registered on an ADK plugin manager, if any."""
+    return next((p for p in manager.plugins if isinstance(p, SignoffPlugin) and p.signoff is signoff), None)

@@ -14,12 +14,14 @@ from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
+from google.genai import types
 
 from signoff.audit import Frontier
 from signoff.bridge._calls import METADATA_KEY, PausedCall, adk_confirmation_id, paused_calls
+from signoff.bridge._guard import RESUMING, ConfirmationRefused, GuardHost, client_resume, confirmation_answers
 
 
-class PluginHost(Protocol):
+class PluginHost(GuardHost, Protocol):
     """What the plugin needs of its ``Signoff``."""
 
     def open_frontier(self, calls: Sequence[PausedCall]) -> Frontier: ...
@@ -32,10 +34,15 @@ class PluginHost(Protocol):
 
     def tool_failed(self, tool_context: Any) -> None: ...
 
+    def busy_session(self, session_id: str) -> str | None: ...
+
 
 class SignoffPlugin(BasePlugin):
     """Opens one frontier per pause, applies decisions before tools run, records what ran.
 
+    * ``on_user_message_callback``: the guard (:mod:`signoff.bridge._guard`): an answer to a call under
+      review that Signoff's resumer did not send is refused while the call is undecided (ADK stores
+      nothing), and once it is decided is replaced by the decisions on the log, with ``run.resumed``.
     * ``on_event_callback``: an event that pauses on ``adk_request_confirmation`` (or, for a workflow
       tool node, ``adk_request_input`` with ``wf_tool_confirmation:<node_path>``) opens one review
       per call in one transaction, before ADK persists the event; the event is stamped with
@@ -49,6 +56,35 @@ class SignoffPlugin(BasePlugin):
     def __init__(self, signoff: PluginHost, name: str = "signoff") -> None:
         super().__init__(name=name)
         self.signoff = signoff
+
+    async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
+        """A second run on a session whose reviewed call is running in this process (a client re-driving
+        the invocation meanwhile) is refused before it writes anything: it would run the call twice, or
+        make the running one fail on a stale session."""
+        running = self.signoff.busy_session(invocation_context.session.id)
+        if running is not None:
+            raise ConfirmationRefused(
+                f"session {invocation_context.session.id}: review {running}'s call is running now; "
+                "this run was not started (nothing was stored)"
+            )
+        return None
+
+    async def on_user_message_callback(
+        self, *, invocation_context: InvocationContext, user_message: types.Content
+    ) -> types.Content | None:
+        answers = confirmation_answers(user_message)
+        if not answers or RESUMING.get():
+            return None
+        session = invocation_context.session
+        return await asyncio.to_thread(
+            client_resume,
+            self.signoff,
+            app=session.app_name,
+            user=session.user_id,
+            session=session.id,
+            invocation=invocation_context.invocation_id,
+            answers=answers,
+        )
 
     async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
         if not event.long_running_tool_ids or event.partial:

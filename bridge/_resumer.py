@@ -29,9 +29,10 @@ from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
 
-from signoff.audit import Frontier, Review, ReviewService, Store
+from signoff.audit import Frontier, ReviewService, Store
 from signoff.audit.errors import AlreadyResumed, FrontierNotReady
-from signoff.bridge._calls import PausedCall, adk_confirmation_id, answered_ids, resume_message
+from signoff.bridge._calls import adk_confirmation_id, answered_ids, paused_call_of, resume_message
+from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
 
 log = logging.getLogger("signoff.bridge")
@@ -45,6 +46,12 @@ class ResumerHost(Protocol):
 
     store: Store
     reviews: ReviewService
+
+    def ensure_plugin(self, runner: Runner) -> None: ...
+
+    def note_claim(self, frontier_id: str) -> None: ...
+
+    def claimed_here(self, frontier_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -71,9 +78,14 @@ class Resumer:
         on_step: StepHook | None = None,
         on_event: Callable[[Event], Any] | None = None,
         concurrency: int = 8,
+        takeover_after: float = 600.0,
     ) -> None:
         """``actor`` names this worker on the log (``agent:...``); give each concurrent worker its own,
         because a restarted worker recovers the unsent claims made under its name.
+
+        ``takeover_after``: seconds after which a resumed frontier whose approved calls neither ran nor
+        had their answer consumed (its claimant, a client or another worker, died on the way) is sent
+        again by this worker. Keep it longer than the slowest tool runs.
         """
         self.signoff = signoff
         self.runner = runner
@@ -85,6 +97,9 @@ class Resumer:
         self._recovered = False
         self._orphans: set[str] = set()
         self._slots = asyncio.Semaphore(max(1, concurrency))
+        self.takeover_after = takeover_after
+        self._next_takeover = 0.0
+        signoff.ensure_plugin(runner)
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -135,9 +150,10 @@ class Resumer:
             return None
         self._step("before_claim", frontier.id)
         try:
-            await asyncio.to_thread(self.signoff.reviews.claim_resume, frontier.id, actor=self.actor)
+            await asyncio.to_thread(self.signoff.reviews.claim_resume, frontier.id, actor=self.actor, via="resumer")
         except (AlreadyResumed, FrontierNotReady):
             return None  # another worker got there first
+        self.signoff.note_claim(frontier.id)
         self._step("after_claim", frontier.id)
         return session
 
@@ -164,16 +180,60 @@ class Resumer:
         svc = self.signoff.reviews
         store = self.signoff.store
         stop = stop or asyncio.Event()
+
+        async def wake_on_stop() -> None:
+            await stop.wait()
+            store.feed.interrupt()  # the thread waiting for the log returns at once
+
+        waker = asyncio.create_task(wake_on_stop())
         due_at = 0.0  # monotonic time of the earliest review deadline still to expire
-        while not stop.is_set():
-            size = await asyncio.to_thread(store.size)
-            if time.monotonic() >= due_at:
-                await asyncio.to_thread(svc.expire_due)
-            await self.run_once()
-            wait, due_at = await asyncio.to_thread(self._next_wake)
-            if stop.is_set():
-                break
-            await asyncio.to_thread(svc.wait_for_change, size, wait)
+        try:
+            while not stop.is_set():
+                size = await asyncio.to_thread(store.size)
+                if time.monotonic() >= due_at:
+                    await asyncio.to_thread(svc.expire_due)
+                await self.run_once()
+                if time.monotonic() >= self._next_takeover:
+                    self._next_takeover = time.monotonic() + max(self.takeover_after / 4, self.max_wait)
+                    await self.take_over_stalled()
+                wait, due_at = await asyncio.to_thread(self._next_wake)
+                if stop.is_set():
+                    break
+                await asyncio.to_thread(svc.wait_for_change, size, wait)
+        finally:
+            waker.cancel()
+
+    async def take_over_stalled(self) -> list[Resumed]:
+        """Send again the frontiers of this app that were resumed ``takeover_after`` seconds ago or more
+        and whose approved calls have neither run nor had their answer consumed: the party that claimed
+        them died between its claim and the tool (a client's server killed, a disconnected client, a
+        worker that never came back). A call whose answer was consumed is not run again: it may have
+        run without reaching ``tool.executed`` (tools should use ``idempotency_key``)."""
+        stalled = await asyncio.to_thread(self.signoff.reviews.stalled, self.takeover_after)
+        done: list[Resumed] = []
+        seen: set[str] = set()
+        for item in stalled:
+            review = item.review
+            if review.call.app != self.app_name or review.frontier in seen:
+                continue
+            seen.add(review.frontier)
+            if self.signoff.claimed_here(review.frontier):
+                continue  # this process is running it now
+            frontier = await asyncio.to_thread(self.signoff.reviews.frontier, review.frontier)
+            session = await self._session(frontier)
+            if session is None:
+                continue
+            log.warning(
+                "frontier %s: resumed by %s at %s, but its approved call has not run; sending it again",
+                frontier.id,
+                item.claim.actor,
+                item.claim.at,
+            )
+            self.signoff.note_claim(frontier.id)
+            result = await self._send(frontier, how="taken over", session=session)
+            if result is not None:
+                done.append(result)
+        return done
 
     def _next_wake(self) -> tuple[float, float]:
         """Seconds to wait for a change at most, and when (monotonic) the next deadline falls due."""
@@ -207,20 +267,21 @@ class Resumer:
             if how == "recovered" and not _ran_on(session.events, frontier):
                 return await self._drive(frontier, None, how="redriven")
             return None
-        message = resume_message((_paused(r), to_tool_confirmation(r)) for r in todo)
+        message = resume_message((paused_call_of(r), to_tool_confirmation(r)) for r in todo)
         return await self._drive(frontier, message, how=how)
 
     async def _drive(self, frontier: Frontier, message: Any, *, how: str) -> Resumed:
         first = frontier.reviews[0].call
         count = 0
-        async for event in self.runner.run_async(
-            user_id=first.user, session_id=first.session, invocation_id=first.invocation, new_message=message
-        ):
-            if count == 0:
-                self._step("sent", frontier.id)
-            count += 1
-            if self.on_event is not None:
-                self.on_event(event)
+        with resuming():  # the plugin's guard passes what Signoff's own resumer sends
+            async for event in self.runner.run_async(
+                user_id=first.user, session_id=first.session, invocation_id=first.invocation, new_message=message
+            ):
+                if count == 0:
+                    self._step("sent", frontier.id)
+                count += 1
+                if self.on_event is not None:
+                    self.on_event(event)
         return Resumed(frontier.id, first.session, first.invocation, how, count)
 
     # -- crash recovery ------------------------------------------------------------------
@@ -235,6 +296,7 @@ class Resumer:
             frontier = await asyncio.to_thread(svc.frontier, str(body["frontier"]))
             if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
                 continue
+            self.signoff.note_claim(frontier.id)
             result = await self._send(frontier, how="recovered")
             if result is not None:
                 done.append(result)
@@ -276,22 +338,3 @@ def _ran_on(events: list[Event], frontier: Frontier) -> bool:
     if answer is None:
         return False
     return any(ev.author != "user" and ev.is_final_response() for ev in events[answer + 1 :])
-
-
-def _paused(review: Review) -> PausedCall:
-    c = review.call
-    return PausedCall(
-        app=c.app,
-        user=c.user,
-        session=c.session,
-        invocation=c.invocation,
-        confirmation_id=adk_confirmation_id(c.confirmation_id, c.kind),
-        call_id=c.call_id,
-        tool=c.tool,
-        args=dict(c.args),
-        hint=c.hint,
-        payload=c.payload,
-        agent=c.agent,
-        node_path=c.node_path,
-        kind=c.kind,
-    )

@@ -6,8 +6,9 @@ Internal module, not public API; import from ``bridge``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import copy
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,10 +18,13 @@ import jsonpatch
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import CallSpec, Frontier, Policy, Review, ReviewService, Store, open_store
-from signoff.audit.errors import FrontierNotReady, LogExists, PatchFailed, ReviewClosed, UnknownReview
+from signoff.audit import CallSpec, Frontier, Policy, Review, ReviewService, Signer, Store, open_store
+from signoff.audit.decided import TrustCache
+from signoff.audit.errors import PatchFailed, ReviewClosed, UnknownReview
+from signoff.audit.keys import read_private_key
 from signoff.bridge._calls import KIND_WORKFLOW_INPUT, PausedCall
-from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor
+from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor, plugin_of
+from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
 from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._policy import Policies, ToolPolicy
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     from google.adk.runners import Runner
 
 _DEFAULT: Signoff | None = None
+_CLAIMS_KEPT = 10_000  # a resumed frontier's calls run within moments; older claims need not be remembered
 
 
 class Signoff:
@@ -50,23 +55,28 @@ class Signoff:
         store: str | Store,
         *,
         policies: Sequence[ToolPolicy] = (),
-        init_key: str | Path | None = None,
+        log_key: str | None = None,
+        service_key: str | Path | Signer | None = None,
         default: bool = True,
     ) -> None:
-        """Open (or, with ``init_key``, create) the log named by ``store``.
+        """Open the log named by ``store`` (create it first with ``audit init``, away from the agent).
 
-        ``init_key`` is where a new log's Ed25519 key is written when the store has no log yet.
-        ``default`` makes this instance the one the module-level ``apply_reviewed_args`` uses.
+        ``log_key`` pins the log's public key (``ed25519:…``, printed by ``audit init``): the gate then
+        refuses every decision that does not chain up to it, even if the whole database was rewritten.
+        ``service_key`` (optional) is this agent host's own key, enrolled by an admin, to sign the
+        entries it writes. ``default`` makes this instance the one ``apply_reviewed_args`` uses.
+        The agent host needs nothing else: no admin key, no reviewer key.
         """
-        self.store = open_store(store) if isinstance(store, str) else store
-        if init_key is not None:
-            with contextlib.suppress(LogExists):
-                self.store.init_log(init_key)
-        self.reviews = ReviewService(self.store)
+        self.store = open_store(store, create=False) if isinstance(store, str) else store
+        signer = read_private_key(service_key) if isinstance(service_key, str | Path) else service_key
+        self.reviews = ReviewService(self.store, signer=signer)
+        self.trust = TrustCache(log_key=log_key)
         self.policies = Policies(policies)
         self._tools: dict[tuple[str, str], BaseTool] = {}
         self._gate = ToolGate(self)
         self._by_confirmation: dict[tuple[str, str], str] = {}
+        self._claims: collections.OrderedDict[str, None] = collections.OrderedDict()  # frontiers claimed here
+        self._claims_lock = threading.Lock()
         if default:
             global _DEFAULT
             _DEFAULT = self
@@ -75,6 +85,11 @@ class Signoff:
 
     def plugin(self, name: str = "signoff") -> SignoffPlugin:
         return SignoffPlugin(self, name=name)
+
+    def ensure_plugin(self, runner: Runner) -> None:
+        """Register this Signoff's plugin on ``runner`` unless its app already has it (callback-only apps)."""
+        if plugin_of(runner.plugin_manager, self) is None:
+            runner.plugin_manager.register_plugin(self.plugin(name=f"signoff-{id(self):x}"))
 
     def resumer(
         self,
@@ -85,6 +100,7 @@ class Signoff:
         concurrency: int = 8,
         on_step: StepHook | None = None,
         on_event: Callable[[Event], Any] | None = None,
+        takeover_after: float = 600.0,
     ) -> Resumer:
         """A worker that sends every decided frontier of ``runner``'s app back to its run (see ``Resumer``)."""
         return Resumer(
@@ -95,10 +111,28 @@ class Signoff:
             concurrency=concurrency,
             on_step=on_step,
             on_event=on_event,
+            takeover_after=takeover_after,
         )
 
     def close(self) -> None:
         self.store.close()
+
+    def note_claim(self, frontier_id: str) -> None:
+        """This process claimed ``frontier_id`` (``run.resumed``): its answers may run its calls here."""
+        with self._claims_lock:
+            self._claims[frontier_id] = None
+            while len(self._claims) > _CLAIMS_KEPT:
+                self._claims.popitem(last=False)
+
+    def claimed_here(self, frontier_id: str) -> bool:
+        with self._claims_lock:
+            return frontier_id in self._claims
+
+    @staticmethod
+    def resuming() -> Any:
+        """``with signoff.resuming(): ...``: answers sent inside are Signoff's own, for an app that
+        claimed a frontier itself (``reviews.claim_resume``) and sends its answers through a runner."""
+        return resuming()
 
     # -- opening reviews ---------------------------------------------------------------
 
@@ -168,6 +202,8 @@ class Signoff:
         *,
         reviewer: str,
         rationale: str = "",
+        signer: Signer | None = None,
+        sig: dict[str, Any] | None = None,
     ) -> Review:
         """Record a decision made in another UI, by the same rules as any decision.
 
@@ -176,13 +212,16 @@ class Signoff:
         tool that did not ask its own question is an edit; any other ``confirmed=True`` is an
         approval, whose payload is the person's answer to the tool's own question.
         An edit that breaks the tool's parameters raises ``SchemaViolation`` before anything is written.
+        The reviewer signs it: ``signer`` is their key (signed here), or ``sig`` their signature over
+        the decision statement (made elsewhere, e.g. a passkey assertion).
         """
+        signed: dict[str, Any] = {"signer": signer, "sig": sig}
         review = self.review_for(call)
         if review is None:
             raise UnknownReview(call.confirmation_id if isinstance(call, PausedCall) else str(call))
         if not confirmation.confirmed:
             reason = rationale or confirmation.hint
-            return self.reviews.reject(review.id, reviewer=reviewer, reason=reason)
+            return self.reviews.reject(review.id, reviewer=reviewer, reason=reason, **signed)
         payload = confirmation.payload
         asked_own_question = review.call.payload is not None
         if not asked_own_question and isinstance(payload, dict) and isinstance(payload.get("args"), dict):
@@ -195,34 +234,42 @@ class Signoff:
             if patched != new_args:
                 raise PatchFailed("payload.patch: expected it to turn the opened args into payload.args")
             if not patch:
-                return self.reviews.approve(review.id, reviewer=reviewer, rationale=rationale)
-            return self.reviews.edit(review.id, reviewer=reviewer, patch=patch, rationale=rationale)
+                return self.reviews.approve(review.id, reviewer=reviewer, rationale=rationale, **signed)
+            return self.reviews.edit(review.id, reviewer=reviewer, patch=patch, rationale=rationale, **signed)
         return self.reviews.approve(
             review.id,
             reviewer=reviewer,
             rationale=rationale,
             payload=payload if asked_own_question else None,
+            **signed,
         )
 
-    def edit(self, review_id: str, *, reviewer: str, patch: list[dict[str, Any]], rationale: str = "") -> Review:
+    def edit(
+        self,
+        review_id: str,
+        *,
+        reviewer: str,
+        patch: list[dict[str, Any]],
+        rationale: str = "",
+        signer: Signer | None = None,
+        sig: dict[str, Any] | None = None,
+    ) -> Review:
         """Record an edit; patched args that break the tool schema are refused, nothing written."""
         review = self.reviews.get(review_id)
         patched = jsonpatch.apply_patch(copy.deepcopy(review.call.args), patch)
         check_args(review.call.tool_schema, patched)
-        return self.reviews.edit(review_id, reviewer=reviewer, patch=patch, rationale=rationale)
+        return self.reviews.edit(review_id, reviewer=reviewer, patch=patch, rationale=rationale, signer=signer, sig=sig)
 
     # -- in-process waiting ---------------------------------------------------------------
 
-    async def request_confirmation(
-        self, call: PausedCall, *, timeout: float | None = None, claim: bool = True
-    ) -> ToolConfirmation:
+    async def request_confirmation(self, call: PausedCall, *, timeout: float | None = None) -> ToolConfirmation:
         """Wait for a person's decision on ``call`` and return the ``ToolConfirmation`` answering it.
 
         The review is opened if the plugin has not opened it already (with ``timeout`` as its
         deadline). When ``timeout`` passes with no decision the review expires (never a rejection)
         and ``confirmed=False`` is returned. Cancelling the awaiting task withdraws the review.
-        With ``claim`` (the default), the frontier is claimed with ``run.resumed`` once its last
-        review is final, so that no resumer sends it again: the caller sends the answer itself.
+        Send the answer through a runner with Signoff's plugin: it claims the frontier
+        (``run.resumed``) when the message arrives, so no resumer sends it twice.
         """
         review = await asyncio.to_thread(self.review_for, call)
         if review is None:
@@ -243,8 +290,6 @@ class Signoff:
             raise
         if not review.final:
             review = await asyncio.to_thread(self._expire_or_withdraw, review)
-        if claim:
-            await asyncio.to_thread(self._claim_if_ready, review.frontier, call.agent)
         return to_tool_confirmation(review)
 
     async def _wait_final(self, review: Review, deadline_at: float | None) -> Review:
@@ -271,10 +316,6 @@ class Signoff:
         except ReviewClosed:
             return self.reviews.get(review_id)
 
-    def _claim_if_ready(self, frontier_id: str, agent: str) -> None:
-        with contextlib.suppress(FrontierNotReady):
-            self.reviews.claim_resume(frontier_id, actor=agent_actor(agent))
-
     # -- the callbacks around a tool (see bridge._gate) ----------------------------------------
 
     async def before_tool(self, tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
@@ -286,6 +327,10 @@ class Signoff:
     ) -> dict[str, Any] | None:
         """Record ``tool.executed`` with the digest of the args the tool ran with; note an edit."""
         return await self._gate.after(tool, args, tool_context, result)
+
+    def busy_session(self, session_id: str) -> str | None:
+        """A reviewed call of this session running in this process now (its review id), if any."""
+        return self._gate.busy(session_id)
 
     def tool_failed(self, tool_context: Any) -> None:
         """Forget a reviewed call whose tool raised: no ``tool.executed`` is recorded for it."""
@@ -299,20 +344,32 @@ def default_signoff() -> Signoff:
 
 
 async def apply_reviewed_args(tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
-    """Agent-level ``before_tool_callback``: the plugin's behaviour for apps that prefer callbacks.
+    """Agent-level ``before_tool_callback``: the design card's one line, ``before_tool_callback=apply_reviewed_args``.
 
     Mutates ``args`` in place and returns ``None`` once a person approved or edited the call; returns
-    the person's reason when they rejected it (or it expired or was withdrawn). Pair it with
-    :func:`record_tool_executed` as the ``after_tool_callback``. Uses the most recent ``Signoff``.
+    the person's reason when they rejected it (or it expired or was withdrawn). The first call it
+    sees registers the most recent ``Signoff``'s plugin on the runner, which from then on opens a
+    review for every pause (in frontiers), guards resume messages and records what ran; once the
+    plugin is there this callback leaves the call to it (plugin callbacks run before agent ones).
     """
-    return await default_signoff().before_tool(tool, args, tool_context)
+    signoff = default_signoff()
+    if _plugin_present(signoff, tool_context):
+        return None
+    return await signoff.before_tool(tool, args, tool_context)
 
 
 async def record_tool_executed(
     tool: BaseTool, args: dict[str, Any], tool_context: Any, tool_response: Any
 ) -> dict[str, Any] | None:
-    """Agent-level ``after_tool_callback`` recording ``tool.executed`` (see :func:`apply_reviewed_args`)."""
+    """Agent-level ``after_tool_callback`` recording ``tool.executed`` (see :func:`apply_reviewed_args`).
+
+    Optional: the plugin that ``apply_reviewed_args`` registers records it too (once, whoever runs first)."""
     return await default_signoff().after_tool(tool, args, tool_context, tool_response)
+
+
+def _plugin_present(signoff: Signoff, tool_context: Any) -> bool:
+    manager = getattr(getattr(tool_context, "_invocation_context", None), "plugin_manager", None)
+    return manager is not None and plugin_of(manager, signoff) is not None
 
 
 __all__ = [

@@ -13,7 +13,8 @@ from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from signoff.audit import ReviewService, open_store
-from signoff.audit.errors import AuditError, LogNotFound
+from signoff.audit.errors import AuditError, KeyFileError
+from signoff.audit.keys import read_private_key
 from signoff.desk import reqlog, web
 from signoff.desk.auth import Accounts
 from signoff.desk.cache import LogCache
@@ -33,30 +34,30 @@ def create_app(
     store_url: str,
     key_path: str | Path | None = None,
     *,
-    init: bool = False,
     secure_cookies: bool | None = None,
     service: Any = None,
     access_log: bool = True,
+    rp_id: str | None = None,
+    origin: str | None = None,
 ) -> FastAPI:
-    """Build the desk for the log at ``store_url``.
+    """Build the desk for the log at ``store_url`` (made beforehand by ``audit init``).
 
-    ``key_path`` is the log's Ed25519 key; with it the desk can sign checkpoints. With
-    ``init=True`` a store without a log gets one (and the key is created at ``key_path``).
-    ``service`` lets an in-process agent (``desk demo``) share one ``ReviewService``, so
-    its wake-ups are in-memory signals.
+    ``key_path`` is the log's own Ed25519 key; with it the desk can sign checkpoints. A file that
+    cannot be read, or that holds another key (such as the admin key, which never belongs on the
+    desk host), raises :class:`~signoff.audit.errors.KeyFileError`. ``rp_id`` and ``origin`` fix
+    the WebAuthn relying party (behind a proxy); by default each request's own host and origin.
+    ``service`` lets an in-process agent (``desk demo``) share one ``ReviewService``, so its
+    wake-ups are in-memory signals.
     """
     if service is not None:
         svc = service
         store = service.store
     else:
-        store = open_store(store_url)
-        try:
-            store.log_id  # noqa: B018 - raises LogNotFound on an empty store
-        except LogNotFound:
-            if not init or key_path is None:
-                raise
-            store.init_log(key_path)
+        store = open_store(store_url, create=False)
+        store.log_id  # noqa: B018 - raises LogNotFound on an empty store (`audit init` makes the log)
         svc = ReviewService(store)
+    if key_path is not None:
+        _check_log_key(store, Path(key_path))
     engine = make_engine(store_url)
     desk = Desk(
         store=store,
@@ -70,6 +71,8 @@ def create_app(
         templates=make_templates(),
         key_path=Path(key_path) if key_path else None,
         secure_cookies=secure_cookies,
+        rp_id=rp_id,
+        origin=origin.rstrip("/") if origin else None,
     )
 
     @asynccontextmanager
@@ -116,3 +119,14 @@ def create_app(
 
     app.add_middleware(reqlog.AccessLog, metrics=desk.metrics, enabled=access_log)
     return app
+
+
+def _check_log_key(store: Any, path: Path) -> None:
+    """Refuse a log key file the desk cannot read, or one that is not this log's key."""
+    signer = read_private_key(path)  # KeyFileError names the file and what is wrong with it
+    if signer.public == store.public_key:
+        return
+    owners = [actor for fingerprint, actor in store.key_owners() if fingerprint == signer.fingerprint]
+    found = f"the key of {owners[0]}" if owners else f"another key ({signer.fingerprint})"
+    advice = " (an admin key never belongs on the desk host)" if any(o.startswith("admin:") for o in owners) else ""
+    raise KeyFileError(f"{path}: expected the log's own key ({store.public_key}), found {found}{advice}")

@@ -43,6 +43,13 @@ class Desk:
     templates: Jinja2Templates
     key_path: Path | None
     secure_cookies: bool | None = None  # None: Secure when the request came over HTTPS
+    rp_id: str | None = None  # WebAuthn relying party ID; None: the request's host name
+    origin: str | None = None  # the desk's origin as browsers see it; None: the request's own
+
+    @property
+    def signed_decisions(self) -> bool:
+        """Whether this log refuses unsigned decisions (``log.configured``; the demo's log does not)."""
+        return bool(self.store.rules.signed_decisions)
 
 
 def make_templates() -> Jinja2Templates:

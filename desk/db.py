@@ -1,4 +1,4 @@
-"""Desk-only tables: sign-in accounts, sessions, API tokens, lockout counters.
+"""Desk-only tables: sign-in accounts, sessions, API tokens, lockout counters, passkey challenges.
 
 These are not projections of the log. Reviewer *enrollment* (roles, tool globs) lives on
 the log through ``ReviewService.enroll_reviewer``; this module only holds the secrets the
@@ -60,6 +60,21 @@ class ApiToken(SQLModel, table=True):
     revoked: bool = False
 
 
+class PasskeyChallenge(SQLModel, table=True):
+    """A passkey registration's challenge (WebAuthn §7.1 step 8), kept until it is used or expires.
+
+    In the database rather than in memory, so that desk replicas behind one load balancer share it.
+    The enrolment code is never stored: the page sends it with the request that uses it.
+    """
+
+    __tablename__ = "desk_passkey_challenge"
+
+    challenge: str = Field(primary_key=True)  # base64url, as the client data carries it
+    log: str = Field(index=True)
+    reviewer: str
+    expires_at: datetime
+
+
 def engine_url(store_url: str) -> str:
     """SQLAlchemy URL for the same database the audit store uses."""
     if store_url.startswith("postgresql://") or store_url.startswith("postgres://"):
@@ -83,9 +98,14 @@ def make_engine(store_url: str) -> Engine:
         engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
     SQLModel.metadata.create_all(
         engine,
-        tables=[Account.__table__, SessionRow.__table__, ApiToken.__table__],  # type: ignore[attr-defined]
+        tables=[
+            Account.__table__,  # type: ignore[attr-defined]
+            SessionRow.__table__,  # type: ignore[attr-defined]
+            ApiToken.__table__,  # type: ignore[attr-defined]
+            PasskeyChallenge.__table__,  # type: ignore[attr-defined]
+        ],
     )
     return engine
 
 
-__all__ = ["Account", "ApiToken", "Session", "SessionRow", "make_engine", "utcnow"]
+__all__ = ["Account", "ApiToken", "PasskeyChallenge", "Session", "SessionRow", "make_engine", "utcnow"]

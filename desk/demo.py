@@ -365,9 +365,17 @@ def _session_engine(path: Path) -> Any:
 
 
 def prepare(directory: Path) -> tuple[str, Path, str | None]:
-    """Create (or reopen) the demo store; return (store URL, key path, new password or None)."""
+    """Create (or reopen) the demo store; return (store URL, key path, new password or None).
+
+    The demo's log accepts unsigned decisions (``signed_decisions=False``), and the demo holds its
+    admin key (``log.admin.key`` in the directory) to enroll its reviewer: both are fine for a demo
+    on one machine, and neither is how a real desk runs (``audit init`` makes a log that requires
+    signed decisions, and the admin key stays with the administrator).
+    """
     from signoff.audit import ReviewService, open_store
     from signoff.audit.errors import LogNotFound
+    from signoff.audit.keys import read_private_key
+    from signoff.audit.store import default_admin_key
     from signoff.desk.auth import Accounts
     from signoff.desk.db import make_engine
 
@@ -378,21 +386,32 @@ def prepare(directory: Path) -> tuple[str, Path, str | None]:
     try:
         store.log_id  # noqa: B018
     except LogNotFound:
-        store.init_log(key)
+        store.init_log(key, signed_decisions=False)
     svc = ReviewService(store)
-    password = None
-    if svc.reviewer(DEMO_REVIEWER) is None:
-        svc.enroll_reviewer(DEMO_REVIEWER, roles=["finance", "ops", "admin"], tools=["*"])
     accounts = Accounts(make_engine(url), store.log_id)
-    if not accounts.has_account(DEMO_REVIEWER):
+    password = None
+    if svc.reviewer(DEMO_REVIEWER) is None or not accounts.has_account(DEMO_REVIEWER):
         import secrets
 
         password = "demo-" + secrets.token_hex(4)
+        # The password doubles as the reviewer's one-time enrolment code, so a passkey can be tried here too.
+        svc.enroll_reviewer(
+            DEMO_REVIEWER,
+            roles=["finance", "ops", "admin"],
+            tools=["*"],
+            code=password,
+            admin=read_private_key(default_admin_key(key)),
+        )
         accounts.set_password(DEMO_REVIEWER, password, must_change=False)
         (directory / "demo-credentials.txt").write_text(f"{DEMO_REVIEWER[6:]}\n{password}\n")
         os.chmod(directory / "demo-credentials.txt", 0o600)
     store.close()
     return url, key, password
+
+
+def _browser_host(host: str) -> str:
+    """The host to print: passkeys need a domain, so a loopback address is shown as ``localhost``."""
+    return "localhost" if host in ("127.0.0.1", "::1", "0.0.0.0", "::") else host
 
 
 def run_demo(
@@ -430,9 +449,15 @@ def run_demo(
     if not quiet:
         setup_logging(logging.WARNING)
     print("Signoff demo", flush=True)
-    print(f"  desk      http://{host}:{port}/", flush=True)
+    print(f"  desk      http://{_browser_host(host)}:{port}/", flush=True)
     print(f"  sign in   {DEMO_REVIEWER[6:]}  /  {password}", flush=True)
     print(f"  store     {url}", flush=True)
+    print("  NOTE      this demo log accepts UNSIGNED decisions, and the demo holds its admin key", flush=True)
+    print(f"            ({directory / 'log.admin.key'}); a real log (`audit init`) requires each decision", flush=True)
+    print("            to carry the reviewer's own passkey signature, and its admin key stays offline.", flush=True)
+    print(
+        "            To try a passkey here: Account → Passkeys, with your password as the enrolment code.", flush=True
+    )
     print(f"  inbox     {directory / 'inbox.jsonl'}  (append a JSON scenario line to propose it)", flush=True)
     print(f"  tool runs {directory / 'tool-runs.jsonl'}", flush=True)
     print("  the agent proposes a transfer, an e-mail, a record deletion, a limit (its own question)", flush=True)

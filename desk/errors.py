@@ -24,8 +24,34 @@ STATUS: list[tuple[type[Exception], int, str]] = [
 ]
 
 
+UNSIGNED = (
+    "This decision needs your own signature (your passkey here, or your key file through the API); "
+    "nothing was recorded."
+)
+SIGNATURE_REFUSED = (
+    "Your signature does not match the decision the server would record: what this page showed you "
+    "(the arguments, your changes or your answer) differs from the server's copy, or the signature is not "
+    "from a key enrolled for you. Nothing was recorded."
+)
+
+
+def signature_problem(exc: Exception) -> str | None:
+    """The summary for a refused or missing signature (``audit.trust`` names the ``sig`` field first)."""
+    if not isinstance(exc, E.NotAllowed):
+        return None
+    text = str(exc)
+    if text.startswith("sig:") and "found none" in text:
+        return UNSIGNED
+    if text.startswith("sig"):
+        return SIGNATURE_REFUSED
+    return None
+
+
 def classify(exc: Exception) -> tuple[int, str]:
     """(HTTP status, short human summary) for a domain error."""
+    signature = signature_problem(exc)
+    if signature is not None:
+        return 403, signature
     for cls, status, summary in STATUS:
         if isinstance(exc, cls):
             return status, summary

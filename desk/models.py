@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import base64
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class CallPublic(BaseModel):
@@ -110,19 +110,78 @@ class ReviewPage(BaseModel):
     offset: int
 
 
+SIG_DOC = """Your own signature on this decision (DESIGN.md "Who holds which key"). Required on a log
+that requires signed decisions, and whenever a key is enrolled for you; omit it only on a log that
+allows unsigned decisions.
+
+It signs the **decision statement**: the RFC 8785 canonical JSON of
+`{"log": <log id>, "kind": <"review.approved" | "review.edited" | "review.rejected">,
+"actor": <"human:you@example.org">, "body": <the decision body>}` (UTF-8), where the body is what the
+log will record (`signoff.audit.decision` builds it the same way):
+
+* approve: `{"review": <id>, "args_digest": <the review's args_digest, i.e. the args as opened>,
+  "rationale": <your rationale, "" if none>}` plus `"payload": <answer>` only when you send one;
+* edit: `{"review": <id>, "patch": <your RFC 6902 patch, exactly as sent>, "args_digest":
+  "sha256:" + hex(SHA-256(RFC 8785 of the patched args)), "rationale": <"" if none>}` plus `"payload"`;
+* reject: `{"review": <id>, "reason": <your reason>}`.
+
+The log id is `GET /api/me` → `log`. Two forms:
+
+* **Ed25519** key file: `{"key": "ed25519:<hex SHA-256 of the raw public key>", "alg": "Ed25519",
+  "value": <base64 Ed25519 signature over the statement bytes>}` (`signoff.audit.decision.sign_decision`).
+* **WebAuthn** passkey: an assertion whose challenge is SHA-256 of the statement bytes:
+  `{"key": "webauthn:<hex SHA-256 of the COSE key>", "alg": "WebAuthn", "authenticator_data": <base64>,
+  "client_data": <base64 clientDataJSON>, "value": <base64 signature>}`
+  (`signoff.audit.webauthn.assertion_sig`); base64url is accepted too.
+
+If the server's copy of the review differs from what you signed, the signature does not verify:
+403 `NotAllowed`, nothing recorded."""
+
+
+class Ed25519Sig(BaseModel):
+    """A signature by an Ed25519 key file enrolled for you on the log."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(description="ed25519:<hex SHA-256 of the raw public key>, a key enrolled for you")
+    alg: Literal["Ed25519"]
+    value: str = Field(description="base64 Ed25519 signature over the decision statement's bytes")
+
+
+class WebAuthnSig(BaseModel):
+    """A WebAuthn assertion by a passkey enrolled for you; its challenge is SHA-256 of the statement."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(description="webauthn:<hex SHA-256 of the passkey's COSE key>, a passkey enrolled for you")
+    alg: Literal["WebAuthn"]
+    authenticator_data: str = Field(description="base64 authenticatorData")
+    client_data: str = Field(description="base64 clientDataJSON (type webauthn.get)")
+    value: str = Field(description="base64 assertion signature over authenticatorData || SHA-256(clientDataJSON)")
+
+
+DecisionSig = Annotated[Ed25519Sig | WebAuthnSig, Field(discriminator="alg")]
+
+
 class ApproveIn(BaseModel):
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
+    sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 
 class EditIn(BaseModel):
     patch: list[dict[str, Any]] = Field(description="RFC 6902 JSON Patch on the call's args")
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
+    sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 
 class RejectIn(BaseModel):
     reason: str = Field(min_length=1, max_length=10_000)
+    sig: DecisionSig | None = Field(None, description=SIG_DOC)
+
+
+def sig_of(body: ApproveIn | EditIn | RejectIn) -> dict[str, Any] | None:
+    """The ``sig`` dict the review service checks (exactly the fields sent)."""
+    return body.sig.model_dump() if body.sig is not None else None
 
 
 class EntryPublic(BaseModel):
@@ -204,11 +263,39 @@ class Verification(BaseModel):
     rules: RulesCheck | None = None
 
 
+class KeyPublic(BaseModel):
+    """A key enrolled for a reviewer on the log: an Ed25519 key file's, or a passkey."""
+
+    fingerprint: str = Field(description="what a signature's `key` names")
+    alg: str = Field(description="Ed25519, or WebAuthn for a passkey")
+    algorithm: str = Field(description="Ed25519, or the passkey's COSE algorithm (Ed25519, ES256)")
+    credential_id: str | None = Field(None, description="a passkey's credential id (base64url)")
+    rp_id: str | None = Field(None, description="the relying party ID a passkey belongs to")
+    enrolled_seq: int
+
+    @classmethod
+    def of(cls, key: Any) -> KeyPublic:
+        passkey = key.passkey
+        return cls(
+            fingerprint=key.fingerprint,
+            alg=key.alg,
+            algorithm=passkey.algorithm if passkey is not None else key.alg,
+            credential_id=base64.urlsafe_b64encode(passkey.credential_id).rstrip(b"=").decode()
+            if passkey is not None
+            else None,
+            rp_id=passkey.rp_id if passkey is not None else None,
+            enrolled_seq=key.seq,
+        )
+
+
 class Me(BaseModel):
     reviewer: str
     roles: list[str]
     tools: list[str]
     enabled: bool
+    log: str = Field(description="the log id a decision statement names")
+    signed_decisions: bool = Field(description="whether this log refuses unsigned decisions")
+    keys: list[KeyPublic] = Field(description="your active keys; once you have one, every decision must be signed")
 
 
 class Health(BaseModel):

@@ -41,6 +41,7 @@ def render(request: Request, name: str, ctx: dict[str, Any], status: int = 200) 
     ctx.setdefault("me", None)
     ctx.setdefault("csrf", "")
     ctx.setdefault("nav", "")
+    ctx.setdefault("signed_log", desk.signed_decisions)  # the banner and footer say what the log requires
     return desk.templates.TemplateResponse(request, name, ctx, status_code=status)
 
 

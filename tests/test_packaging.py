@@ -35,6 +35,8 @@ def test_wheel_holds_only_the_signoff_package(wheel: Path) -> None:
         "signoff/py.typed",
         "signoff/audit/__init__.py",
         "signoff/audit/cli.py",
+        "signoff/audit/migrations/env.py",
+        "signoff/audit/migrations/versions/rev_0001_baseline.py",
         "signoff/bridge/__init__.py",
         "signoff/desk/app.py",
         "signoff/desk/routes/api.py",

@@ -17,6 +17,7 @@ from signoff.desk.models import (
     ApproveIn,
     EditIn,
     EntryPublic,
+    KeyPublic,
     LogPage,
     Me,
     RejectIn,
@@ -26,12 +27,16 @@ from signoff.desk.models import (
     RulesCheck,
     Verification,
     as_json,
+    sig_of,
 )
 from signoff.desk.routes import decide
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or unknown API token"},
-    403: {"description": "The reviewer's role does not cover this tool, or the reviewer is disabled"},
+    403: {
+        "description": "The reviewer's role does not cover this tool, the reviewer is disabled, or the decision's "
+        "signature is missing or does not verify over what the server would record (nothing recorded)"
+    },
     404: {"description": "No such review"},
     409: {"description": "Stale or duplicate decision: already decided, expired or withdrawn; nothing recorded"},
     422: {"description": "Bad patch, schema break, missing reason or malformed JSON; nothing recorded"},
@@ -47,7 +52,15 @@ def _hex(h: bytes) -> str:
 @router.get("/me", response_model=Me)
 def me(desk: DeskDep, who: ApiReviewer) -> Me:
     info = who.info
-    return Me(reviewer=who.reviewer, roles=list(info.roles), tools=list(info.tools), enabled=info.enabled)
+    return Me(
+        reviewer=who.reviewer,
+        roles=list(info.roles),
+        tools=list(info.tools),
+        enabled=info.enabled,
+        log=desk.store.log_id,
+        signed_decisions=desk.signed_decisions,
+        keys=[KeyPublic.of(k) for k in desk.svc.keys(who.reviewer)],
+    )
 
 
 @router.get("/reviews", response_model=ReviewPage)
@@ -84,20 +97,22 @@ DECIDE_ERRORS: dict[int | str, dict[str, Any]] = {k: ERRORS[k] for k in (403, 40
 
 @router.post("/reviews/{review_id}/approve", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def approve(desk: DeskDep, who: ApiReviewer, review_id: str, body: ApproveIn) -> ReviewPublic:
-    """Approve the call as proposed, with an optional rationale and payload answer."""
-    return ReviewPublic.of(decide.approve(desk, who.reviewer, review_id, body.rationale, body.payload))
+    """Approve the call as proposed, with an optional rationale and payload answer, signed by you (`sig`)."""
+    return ReviewPublic.of(decide.approve(desk, who.reviewer, review_id, body.rationale, body.payload, sig_of(body)))
 
 
 @router.post("/reviews/{review_id}/edit", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def edit(desk: DeskDep, who: ApiReviewer, review_id: str, body: EditIn) -> ReviewPublic:
-    """Approve with changed args, given as an RFC 6902 patch on the proposed args."""
-    return ReviewPublic.of(decide.edit(desk, who.reviewer, review_id, body.patch, body.rationale, body.payload))
+    """Approve with changed args, given as an RFC 6902 patch on the proposed args, signed by you (`sig`)."""
+    return ReviewPublic.of(
+        decide.edit(desk, who.reviewer, review_id, body.patch, body.rationale, body.payload, sig_of(body))
+    )
 
 
 @router.post("/reviews/{review_id}/reject", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def reject(desk: DeskDep, who: ApiReviewer, review_id: str, body: RejectIn) -> ReviewPublic:
-    """Stop the call; the reason is what the model sees."""
-    return ReviewPublic.of(decide.reject(desk, who.reviewer, review_id, body.reason))
+    """Stop the call; the reason is what the model sees. Signed by you (`sig`)."""
+    return ReviewPublic.of(decide.reject(desk, who.reviewer, review_id, body.reason, sig_of(body)))
 
 
 @router.get("/log", response_model=LogPage)

@@ -1,4 +1,10 @@
-"""The queue, live updates (SSE) and one review with its three decisions."""
+"""The queue, live updates (SSE) and one review with its three decisions.
+
+A decision form carries the person's passkey assertion over the decision statement the page
+built from what it showed (desk/static/desk.js); it becomes the entry's ``sig``
+(:func:`signoff.desk.passkeys.form_sig`). A log that allows unsigned decisions (the demo's) also
+takes a form without one, from a reviewer who has no key.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from starlette.datastructures import FormData
 
 from signoff.audit.errors import AuditError, UnknownReview
+from signoff.desk import passkeys
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
@@ -69,7 +76,23 @@ async def events(request: Request, desk: DeskDep, who: PageReviewer) -> Streamin
 # -- one review ---------------------------------------------------------------------------
 
 
-def _review_ctx(desk: Desk, who: SignedIn, review_id: str) -> dict[str, Any]:
+def _signing(request: Request, desk: Desk, who: SignedIn) -> dict[str, Any]:
+    """How this reviewer decides on this page: must they sign, and with which passkeys (for this RP)."""
+    rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
+    keys = desk.svc.keys(who.reviewer)
+    mine = passkeys.passkeys_of(keys)
+    here = [passkeys.credential_json(p) for p in mine if p.rp_id == rp.id]
+    return {
+        # The log requires signed decisions, or this reviewer has a key (then every entry of theirs is signed).
+        "must": desk.signed_decisions or bool(keys),
+        "rp_id": rp.id,
+        "passkeys": here,
+        "elsewhere": sorted({p.rp_id for p in mine if p.rp_id != rp.id}),
+        "key_files": sum(1 for k in keys if k.passkey is None),
+    }
+
+
+def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> dict[str, Any]:
     def load() -> tuple[Any, list[Any], list[Any]]:
         review = desk.svc.get(review_id)
         frontier = desk.svc.frontier(review.frontier)
@@ -81,6 +104,9 @@ def _review_ctx(desk: Desk, who: SignedIn, review_id: str) -> dict[str, Any]:
         raise Refused(404, "No such review", "There is no review with this id.") from None
     can = desk.svc.can_decide(who.reviewer, review)
     call = review.call
+    signing = _signing(request, desk, who)
+    decision = next((e for e in history if e.seq == review.decision_seq), None)
+    sig = decision.sig if decision is not None else None
     return {
         "me": me(desk, who),
         "csrf": who.csrf,
@@ -90,19 +116,27 @@ def _review_ctx(desk: Desk, who: SignedIn, review_id: str) -> dict[str, Any]:
         "others": others,
         "can_decide": can,
         "history": history,
+        "signing": signing,
+        "decision_sig": sig,
+        "signed_by": {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str(sig.get("alg"))) if sig else None,
+        # The page signs what it shows: these args, on this log, as this reviewer (desk.js builds the
+        # decision body exactly as signoff.audit.decision does).
         "data": {
             "id": review.id,
             "args": call.args,
             "schema": call.tool_schema,
             "payload": call.payload,
             "deadline": review.deadline.isoformat() if review.deadline else None,
+            "log": desk.store.log_id,
+            "actor": who.reviewer,
+            "sign": {"must": signing["must"], "rp_id": signing["rp_id"], "passkeys": signing["passkeys"]},
         },
     }
 
 
 @router.get("/reviews/{review_id}")
 def review_page(request: Request, desk: DeskDep, who: PageReviewer, review_id: str, done: str = "") -> HTMLResponse:
-    ctx = _review_ctx(desk, who, review_id)
+    ctx = _review_ctx(request, desk, who, review_id)
     ctx["done"] = done
     return render(request, "review.html", ctx)
 
@@ -111,9 +145,19 @@ def _decision_failed(
     request: Request, desk: Desk, who: SignedIn, review_id: str, exc: Exception, form: FormData
 ) -> HTMLResponse:
     status, summary = classify(exc)
-    ctx = _review_ctx(desk, who, review_id)
+    ctx = _review_ctx(request, desk, who, review_id)
     ctx.update({"error": summary, "error_detail": str(exc), "form": dict(form)})
     return render(request, "review.html", ctx, status)
+
+
+def _text(form: FormData, name: str) -> str:
+    """A text field as the page's script read (and signed) it: form submission turns every line
+    break into CR LF (HTML "constructing the entry list"), the textarea's value has LF."""
+    return str(form.get(name, "") or "").replace("\r\n", "\n")
+
+
+def _sig(desk: Desk, who: SignedIn, form: FormData) -> dict[str, Any] | None:
+    return passkeys.form_sig(desk.svc.keys(who.reviewer), form)
 
 
 def _json_field(form: FormData, name: str) -> Any:
@@ -127,7 +171,8 @@ def _json_field(form: FormData, name: str) -> Any:
 def approve(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
     try:
         payload = _json_field(form, "payload")
-        decide.approve(desk, who.reviewer, review_id, str(form.get("rationale", "")), payload)
+        sig = _sig(desk, who, form)
+        decide.approve(desk, who.reviewer, review_id, _text(form, "rationale"), payload, sig)
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     except ValueError as exc:
@@ -148,7 +193,7 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
             patch = jsonpatch.make_patch(desk.svc.get(review_id).call.args, new_args).patch
         if not isinstance(patch, list):
             raise ValueError("the patch must be a JSON array (RFC 6902)")
-        decide.edit(desk, who.reviewer, review_id, patch, str(form.get("rationale", "")), payload)
+        decide.edit(desk, who.reviewer, review_id, patch, _text(form, "rationale"), payload, _sig(desk, who, form))
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     except ValueError as exc:
@@ -159,7 +204,7 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
 @router.post("/reviews/{review_id}/reject")
 def reject(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
     try:
-        decide.reject(desk, who.reviewer, review_id, str(form.get("reason", "")))
+        decide.reject(desk, who.reviewer, review_id, _text(form, "reason"), _sig(desk, who, form))
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     return RedirectResponse(f"/reviews/{quote(review_id)}?done=rejected", status_code=303)
@@ -168,6 +213,6 @@ def reject(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, r
 def _bad_json(
     request: Request, desk: Desk, who: SignedIn, review_id: str, form: FormData, exc: Exception
 ) -> HTMLResponse:
-    ctx = _review_ctx(desk, who, review_id)
+    ctx = _review_ctx(request, desk, who, review_id)
     ctx.update({"error": "That is not valid JSON; nothing was recorded.", "error_detail": str(exc), "form": dict(form)})
     return render(request, "review.html", ctx, 422)

@@ -1,16 +1,20 @@
-"""Sign-in, sign-out and the account page (API tokens)."""
+"""Sign-in, sign-out and the account page (API tokens and passkeys)."""
 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from signoff.desk.auth import SignInRefused
+from signoff.audit.errors import AuditError
+from signoff.desk import passkeys
+from signoff.desk.auth import SignedIn, SignInRefused
 from signoff.desk.context import Desk
-from signoff.desk.csrf import CsrfForm, check_sign_in_form
+from signoff.desk.csrf import CsrfForm, CsrfReviewer, check_sign_in_form
 from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, PageReviewer
 from signoff.desk.web import me, render, safe_next, secure_cookies
 
@@ -69,7 +73,8 @@ async def signin(request: Request, desk: DeskDep) -> Response:
         )
     new = str(form.get("new_password", ""))
     account = desk.accounts.account(reviewer)
-    if account is not None and account.must_change:
+    first = account is not None and account.must_change
+    if first:
         if not new:
             return _signin_page(
                 request,
@@ -91,6 +96,9 @@ async def signin(request: Request, desk: DeskDep) -> Response:
             )
         await run_in_threadpool(desk.accounts.set_password, reviewer, new, must_change=False)
     cookie, _csrf = desk.accounts.open_session(reviewer)
+    if first and desk.signed_decisions:
+        # The initial password was the enrolment code: register a passkey with it now (the page keeps it).
+        nxt = "/account?first=1#passkeys"
     resp = RedirectResponse(safe_next(nxt), status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
@@ -118,32 +126,83 @@ def signout(request: Request, desk: DeskDep, form: CsrfForm) -> Response:
 # -- account ------------------------------------------------------------------------------
 
 
+def _account_ctx(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> dict[str, Any]:
+    rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
+    keys = desk.svc.keys(who.reviewer)
+    return {
+        "me": me(desk, who),
+        "csrf": who.csrf,
+        "nav": "account",
+        "tokens": desk.accounts.tokens(who.reviewer),
+        "new_token": None,
+        "passkeys": [k for k in keys if k.passkey is not None],
+        "key_files": [k for k in keys if k.passkey is None],
+        "rp": rp,
+        **extra,
+    }
+
+
 @router.get("/account")
-def account(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResponse:
-    return render(
-        request,
-        "account.html",
-        {
-            "me": me(desk, who),
-            "csrf": who.csrf,
-            "nav": "account",
-            "tokens": desk.accounts.tokens(who.reviewer),
-            "new_token": None,
-        },
-    )
+def account(request: Request, desk: DeskDep, who: PageReviewer, first: str = "", registered: str = "") -> HTMLResponse:
+    return render(request, "account.html", _account_ctx(request, desk, who, first=bool(first), registered=registered))
 
 
 @router.post("/account/tokens")
 def new_token(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm) -> HTMLResponse:
     token = desk.accounts.new_token(who.reviewer, str(form.get("label", ""))[:100])
-    return render(
-        request,
-        "account.html",
-        {
-            "me": me(desk, who),
-            "csrf": who.csrf,
-            "nav": "account",
-            "tokens": desk.accounts.tokens(who.reviewer),
-            "new_token": token,
-        },
+    return render(request, "account.html", _account_ctx(request, desk, who, new_token=token))
+
+
+# -- passkeys (the page's script: desk/static/desk.js) -------------------------------------------
+
+
+class PasskeyOptionsIn(BaseModel):
+    code: str = Field(max_length=200, description="the one-time enrolment code from the administrator")
+
+
+class PasskeyIn(PasskeyOptionsIn):
+    credential: dict[str, Any] = Field(description="the navigator.credentials.create() response, base64url fields")
+
+
+def _refused(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail, "recorded": False}, status_code=status)
+
+
+CODE_REFUSED = (
+    "That enrolment code does not open a passkey registration for you: it is not the code your administrator "
+    "gave you, or it was used already (one code, one passkey). Ask for a new one (desk reviewer reset)."
+)
+
+
+@router.post("/account/passkeys/options")
+def passkey_options(request: Request, desk: DeskDep, who: CsrfReviewer, body: PasskeyOptionsIn) -> JSONResponse:
+    """Step 1: check the code against the log's commitment, then the creation options (WebAuthn §5.4)."""
+    if not passkeys.code_is_live(desk.store, who.reviewer, body.code.strip()):
+        return _refused(403, CODE_REFUSED)
+    rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
+    existing = passkeys.passkeys_of(desk.svc.keys(who.reviewer))
+    try:
+        options = passkeys.begin_registration(desk.accounts.engine, rp, desk.store.log_id, who.reviewer, existing)
+    except passkeys.RegistrationFailed as exc:
+        return _refused(400, str(exc))
+    return JSONResponse({"publicKey": options})
+
+
+@router.post("/account/passkeys")
+def passkey_register(request: Request, desk: DeskDep, who: CsrfReviewer, body: PasskeyIn) -> JSONResponse:
+    """Step 2: verify the new credential and enroll it on the log with the code (``key.enrolled``)."""
+    rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
+    try:
+        passkey = passkeys.complete_registration(
+            desk.accounts.engine, rp, desk.store.log_id, who.reviewer, body.credential
+        )
+    except passkeys.RegistrationFailed as exc:
+        return _refused(400, str(exc))
+    try:
+        entry = desk.svc.enroll_passkey(who.reviewer, passkey, code=body.code.strip())
+    except AuditError as exc:
+        return _refused(403, f"The log refused the passkey; nothing was recorded: {exc}")
+    return JSONResponse(
+        {"fingerprint": passkey.fingerprint, "alg": passkey.algorithm, "rp_id": passkey.rp_id, "seq": entry.seq},
+        status_code=201,
     )

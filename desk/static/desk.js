@@ -1,6 +1,7 @@
-// Signoff desk: countdowns, live queue (SSE), and the args editor with an RFC 6902 patch
-// preview, a before/after diff and a parameter-schema check. No dependencies.
-// Everything that came from an agent is inserted with textContent, never innerHTML.
+// Signoff desk: countdowns, live queue (SSE), the args editor with an RFC 6902 patch preview,
+// a before/after diff and a parameter-schema check, passkey registration, and each decision
+// signed with the reviewer's passkey over what this page shows (RFC 8785 + WebCrypto SHA-256).
+// No dependencies. Everything that came from an agent is inserted with textContent, never innerHTML.
 "use strict";
 
 (function () {
@@ -186,6 +187,7 @@
     var dataEl = document.getElementById("review-data");
     if (!dataEl) return;
     var data = JSON.parse(dataEl.textContent);
+    setupSigning(data);
 
     document.querySelectorAll(".tab").forEach(function (tab) {
       tab.addEventListener("click", function () {
@@ -264,6 +266,210 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { setupQueue(); setupReview(); });
-  window.signoff = { diffPatch: diffPatch, check: check, lineDiff: lineDiff };
+  // -- RFC 8785 canonical JSON, SHA-256, base64url ------------------------------------------
+  // The same bytes signoff.audit.canonical writes: object members sorted by their names' UTF-16
+  // code units (RFC 8785 §3.2.3), numbers as ECMAScript writes them (§3.2.2.3, which is what
+  // JSON.stringify does), strings escaped as JSON.stringify does (§3.2.2.2), no whitespace.
+  function refuse(path, what) { throw new Error(path + ": " + what + " cannot be written as canonical JSON (RFC 8785)"); }
+  function wellFormed(s, path) {
+    for (var i = 0; i < s.length; i++) {
+      var c = s.charCodeAt(i);
+      if (c >= 0xD800 && c <= 0xDBFF) {
+        var d = s.charCodeAt(i + 1);
+        if (!(d >= 0xDC00 && d <= 0xDFFF)) refuse(path, "a lone surrogate");
+        i++;
+      } else if (c >= 0xDC00 && c <= 0xDFFF) refuse(path, "a lone surrogate");
+    }
+    return s;
+  }
+  function canonicalJSON(v, path) {
+    path = path || "$";
+    if (v === null || v === true || v === false) return String(v);
+    if (typeof v === "number") {
+      if (!isFinite(v)) refuse(path, "a non-finite number (" + v + ")");
+      return JSON.stringify(v);
+    }
+    if (typeof v === "string") return JSON.stringify(wellFormed(v, path));
+    if (Array.isArray(v)) return "[" + v.map(function (x, i) { return canonicalJSON(x, path + "[" + i + "]"); }).join(",") + "]";
+    if (typeof v === "object") {
+      return "{" + Object.keys(v).sort().map(function (k) {
+        return JSON.stringify(wellFormed(k, path)) + ":" + canonicalJSON(v[k], path + "." + k);
+      }).join(",") + "}";
+    }
+    return refuse(path, "a " + typeof v);
+  }
+  function utf8(s) { return new TextEncoder().encode(s); }
+  function hex(buf) { return Array.prototype.map.call(new Uint8Array(buf), function (b) { return (b < 16 ? "0" : "") + b.toString(16); }).join(""); }
+  function sha256(bytes) { return crypto.subtle.digest("SHA-256", bytes); }
+  function digestOf(value) { return sha256(utf8(canonicalJSON(value))).then(function (h) { return "sha256:" + hex(h); }); }
+  function b64url(buf) {
+    var bin = "", bytes = new Uint8Array(buf);
+    for (var i = 0; i < bytes.length; i++) bin += String.fromCharCode(bytes[i]);
+    return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+  function unb64url(text) {
+    var b = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4));
+    var out = new Uint8Array(b.length);
+    for (var i = 0; i < b.length; i++) out[i] = b.charCodeAt(i);
+    return out.buffer;
+  }
+
+  function say(box, text, kind) {
+    if (!box) return;
+    box.hidden = false;
+    box.className = "notice " + (kind || "");
+    box.textContent = text;
+  }
+
+  // -- a decision, signed ----------------------------------------------------------------------
+  // The body is what signoff.audit.decision builds on the server (approve_body, edit_body,
+  // reject_body), made here from what the page shows; the statement is RFC 8785 of
+  // {"log", "kind", "actor", "body"}, and the passkey signs SHA-256 of it as its challenge.
+  function readPayload(form) {
+    var field = form.querySelector("[name=payload]");
+    if (!field || !field.value.trim()) return null;
+    var value;
+    try { value = JSON.parse(field.value); }
+    catch (e) { throw new Error("The answer to the tool's question is not valid JSON: " + e.message); }
+    field.value = JSON.stringify(value);  // the server reads exactly the value that was signed
+    return value;
+  }
+  function decisionBody(kind, form, data) {
+    if (kind === "review.rejected") {
+      return Promise.resolve({ review: data.id, reason: form.querySelector("[name=reason]").value });
+    }
+    var payload = readPayload(form);
+    var rationaleField = form.querySelector("[name=rationale]");
+    var rationale = rationaleField ? rationaleField.value : "";
+    var args = data.args, patch = null;
+    if (kind === "review.edited") {
+      try { args = JSON.parse(form.querySelector("[name=args]").value); }
+      catch (e) { throw new Error("The edited arguments are not valid JSON: " + e.message); }
+      patch = diffPatch(data.args, args, "", []);
+      form.querySelector("[name=patch]").value = JSON.stringify(patch);
+    }
+    return digestOf(args).then(function (argsDigest) {
+      var body = { review: data.id };
+      if (patch !== null) body.patch = patch;
+      body.args_digest = argsDigest;
+      body.rationale = rationale;
+      if (payload !== null) body.payload = payload;
+      return body;
+    });
+  }
+  function setField(form, name, value) {
+    var input = form.querySelector('input[name="' + name + '"]');
+    if (!input) { input = document.createElement("input"); input.type = "hidden"; input.name = name; form.appendChild(input); }
+    input.value = value;
+  }
+  function signAndSubmit(form, data, status) {
+    var kind = form.dataset.kind;
+    var button = form.querySelector("button[type=submit]");
+    var statement;
+    button.disabled = true;
+    return Promise.resolve().then(function () { return decisionBody(kind, form, data); }).then(function (body) {
+      statement = canonicalJSON({ log: data.log, kind: kind, actor: data.actor, body: body });
+      say(status, "Confirm with your passkey: it signs this " + kind.replace("review.", "") + " decision" +
+        (body.args_digest ? " of args " + body.args_digest.slice(0, 19) + "…" : "") + ".", "");
+      return sha256(utf8(statement));
+    }).then(function (challenge) {
+      return navigator.credentials.get({ publicKey: {
+        challenge: challenge,
+        rpId: data.sign.rp_id,
+        allowCredentials: data.sign.passkeys.map(function (p) { return { type: "public-key", id: unb64url(p.id) }; }),
+        userVerification: "required",
+        timeout: 120000
+      } });
+    }).then(function (cred) {
+      if (!cred) throw new Error("No passkey answered.");
+      setField(form, "sig_credential", b64url(cred.rawId));
+      setField(form, "sig_authenticator_data", b64url(cred.response.authenticatorData));
+      setField(form, "sig_client_data", b64url(cred.response.clientDataJSON));
+      setField(form, "sig_value", b64url(cred.response.signature));
+      say(status, "Signed. Recording your decision…", "good");
+      form.submit();  // a plain submit: no second "submit" event
+    }).catch(function (err) {
+      button.disabled = false;
+      var why = err && err.name === "NotAllowedError" ? "The passkey did not sign (cancelled or timed out)." : String(err && err.message || err);
+      say(status, why + " Nothing was sent; nothing was recorded.", "bad");
+    });
+  }
+  function setupSigning(data) {
+    if (!data.sign || !data.sign.must) return;  // this log takes this reviewer's decisions unsigned
+    var status = document.getElementById("sign-status");
+    document.querySelectorAll("form.decision").forEach(function (form) {
+      form.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        if (!window.PublicKeyCredential || !window.crypto || !crypto.subtle) {
+          say(status, "This browser cannot sign with a passkey here (WebAuthn needs https or localhost). Nothing was recorded.", "bad");
+          return;
+        }
+        signAndSubmit(form, data, status);
+      });
+    });
+  }
+
+  // -- passkey registration (account page) ----------------------------------------------------
+  var CODE_KEY = "signoff.enrolment-code";
+  function setupSignIn() {
+    var form = document.getElementById("signin-form");
+    if (!form || !form.hasAttribute("data-keep-code")) return;
+    // The initial password is the enrolment code; this tab keeps it (never the server) for the
+    // passkey registration that follows, and forgets it once that is done.
+    form.addEventListener("submit", function () {
+      try { sessionStorage.setItem(CODE_KEY, form.querySelector("[name=password]").value); } catch (e) { /* storage off */ }
+    });
+  }
+  function postJSON(url, csrf, body) {
+    return fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf, "Accept": "application/json" },
+      body: JSON.stringify(body)
+    }).then(function (r) {
+      return r.json().catch(function () { return { detail: "Unexpected answer (HTTP " + r.status + "); sign in again?" }; })
+        .then(function (j) { if (!r.ok) throw new Error(j.detail || ("HTTP " + r.status)); return j; });
+    });
+  }
+  function creationOptions(o) {
+    o.challenge = unb64url(o.challenge);
+    o.user.id = unb64url(o.user.id);
+    (o.excludeCredentials || []).forEach(function (c) { c.id = unb64url(c.id); });
+    return o;
+  }
+  function setupPasskeys() {
+    var form = document.getElementById("passkey-form");
+    if (!form) return;
+    var code = document.getElementById("enrol-code");
+    var status = document.getElementById("passkey-status");
+    var csrf = form.querySelector("[name=csrf]").value;
+    try { if (!code.value) code.value = sessionStorage.getItem(CODE_KEY) || ""; } catch (e) { /* storage off */ }
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var button = document.getElementById("passkey-register");
+      var value = code.value.trim();
+      if (!window.PublicKeyCredential) { say(status, "This browser cannot make passkeys here (WebAuthn needs https or localhost).", "bad"); return; }
+      button.disabled = true;
+      say(status, "Asking your authenticator for a new passkey…", "");
+      postJSON("/account/passkeys/options", csrf, { code: value }).then(function (opts) {
+        return navigator.credentials.create({ publicKey: creationOptions(opts.publicKey) });
+      }).then(function (cred) {
+        var credential = {
+          id: cred.id, rawId: b64url(cred.rawId), type: cred.type,
+          response: { clientDataJSON: b64url(cred.response.clientDataJSON), attestationObject: b64url(cred.response.attestationObject) },
+          clientExtensionResults: cred.getClientExtensionResults ? cred.getClientExtensionResults() : {}
+        };
+        return postJSON("/account/passkeys", csrf, { code: value, credential: credential });
+      }).then(function () {
+        try { sessionStorage.removeItem(CODE_KEY); } catch (e) { /* storage off */ }
+        window.location.assign("/account?registered=1#passkeys");
+      }).catch(function (err) {
+        button.disabled = false;
+        var why = err && err.name === "NotAllowedError" ? "The authenticator did not make a passkey (cancelled or timed out)." : String(err && err.message || err);
+        say(status, why, "bad");
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { setupQueue(); setupReview(); setupSignIn(); setupPasskeys(); });
+  window.signoff = { diffPatch: diffPatch, check: check, lineDiff: lineDiff, canonicalJSON: canonicalJSON, digestOf: digestOf };
 })();

@@ -1,5 +1,6 @@
-"""Helpers shared by the audit tests: calls, a settable clock, raw database access, and an
-attacker's tools (edit rows, forge an entry, rewrite and re-link the chain).
+"""Helpers shared by the audit tests: calls, a settable clock, the keys of the people in the
+tests, raw database access, and an attacker's tools (edit rows, forge an entry, rewrite and
+re-link the chain).
 
 Everything here works on the real database with plain ``sqlite3`` / ``psycopg``; nothing
 stands in for an ``audit`` component. Entries an attacker writes are built with
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,12 @@ if str(ROOT) not in sys.path:  # when pytest is not run as ``python -m pytest``
     sys.path.insert(0, str(ROOT))
 
 from signoff.audit import merkle  # noqa: E402
-from signoff.audit.canonical import canonical  # noqa: E402
-from signoff.audit.entry import Entry, build, format_hash, format_time  # noqa: E402
+from signoff.audit.canonical import canonical, digest  # noqa: E402
+from signoff.audit.entry import Entry, build, format_hash, format_time, statement  # noqa: E402
+from signoff.audit.keys import Signer, read_private_key, write_private_key  # noqa: E402
 from signoff.audit.reviews import CallSpec  # noqa: E402
+from signoff.audit.store import default_admin_key  # noqa: E402
+from signoff.audit.trust import statement as trust_statement  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PG_BASE = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -42,6 +47,7 @@ MALLORY = "human:mallory@example.org"  # never enrolled
 AGENT = "agent:teller"
 WORKER = "agent:worker"
 SERVICE = "service:signoff"
+ADMIN = "admin:root"  # the first admin, whose key ``Store.init_log`` writes beside the log key
 
 TRANSFER_SCHEMA: dict[str, Any] = {
     "type": "OBJECT",
@@ -54,6 +60,61 @@ TRANSFER_SCHEMA: dict[str, Any] = {
 }
 
 PROJECTIONS = ("signoff_review", "signoff_frontier", "signoff_reviewer", "signoff_key")
+
+
+# -- keys: who holds which (DESIGN.md "Who holds which key") ---------------------------------
+
+
+@dataclass
+class Keys:
+    """The private keys of a test: the log's and the admin's (from ``init_log``), and each reviewer's own."""
+
+    log: Signer
+    admin: Signer
+    people: dict[str, Signer] = field(default_factory=dict)
+
+    @classmethod
+    def for_log(cls, key_path: str | Path) -> Keys:
+        """The log and admin keys ``init_log(key_path)`` wrote, and a fresh key for alice, bob and carol."""
+        log, admin = read_private_key(key_path), read_private_key(default_admin_key(key_path))
+        return cls(log, admin, {person: Signer.generate() for person in (ALICE, BOB, CAROL)})
+
+    def of(self, actor: str) -> Signer:
+        return self.admin if actor == ADMIN else self.people[actor]
+
+    @property
+    def alice(self) -> Signer:
+        return self.people[ALICE]
+
+    @property
+    def bob(self) -> Signer:
+        return self.people[BOB]
+
+    @property
+    def carol(self) -> Signer:
+        return self.people[CAROL]
+
+    def write(self, actor: str, path: Path) -> Path:
+        """One private key as a PEM file (mode 0600), for a subprocess that signs as ``actor``."""
+        return write_private_key(self.of(actor), path)
+
+
+def sign_entry(store: Any, signer: Any, kind: str, actor: str, body: dict[str, Any]) -> dict[str, str]:
+    """``actor``'s signature on an entry, made outside the service (a script, the desk, a forger):
+    over :func:`signoff.audit.trust.statement` under the log's own rules. ``signer`` is a
+    ``Signer`` or a ``passkeys.SoftPasskey``."""
+    sig: dict[str, str] = signer.sign(trust_statement(store.rules, kind, actor, body))
+    return sig
+
+
+def key_body(tag: int | str, **extra: Any) -> dict[str, Any]:
+    """A ``key.enrolled`` body for a fresh key of ``agent:k<tag>``."""
+    return {"actor": f"agent:k{tag}", "key": Signer.generate().public, "alg": "Ed25519", **extra}
+
+
+def admin_draft(store: Any, admin: Signer, body: dict[str, Any]) -> tuple[str, str, dict[str, Any], dict[str, str]]:
+    """A ``Store.append`` / ``append_many`` draft: ``key.enrolled`` written and signed by the admin."""
+    return (ADMIN, "key.enrolled", body, sign_entry(store, admin, "key.enrolled", ADMIN, body))
 
 
 class FakeClock:
@@ -269,8 +330,11 @@ def rebuild_tree(db: Db, hashes: Sequence[str], extra: Sequence[tuple[str, Seque
 
 def relink(db: Db, seq: int, mutate: Callable[[dict[str, Any]], None], *, drop_checkpoints: bool = True) -> None:
     """Rewrite entry ``seq`` with ``mutate`` and re-link every later entry: new canonical bytes,
-    hashes and ``prev`` links, every Merkle node (and head row). Signatures are left as they
-    are (a forger cannot make new ones). Stored checkpoints are dropped, as a forger would."""
+    hashes and ``prev`` links, the rewritten entry's index columns (kind, actor, subject), every
+    Merkle node (and head row). Signatures are left as they are (a forger cannot make new ones).
+    The stored checkpoints the rewrite contradicts (those covering entry ``seq``) are dropped, as a
+    careful forger would; the log's own ``log.checkpoint`` entries stay (removing one from the
+    middle would renumber every later entry)."""
     rows = db.entries()
     hashes = [h for _s, h, _r in rows]
     statements: list[tuple[str, Sequence[Any]]] = []
@@ -279,6 +343,13 @@ def relink(db: Db, seq: int, mutate: Callable[[dict[str, Any]], None], *, drop_c
         data = json.loads(raw)
         if s == seq:
             mutate(data)
+            subject = _subject(data["body"]) if isinstance(data.get("body"), dict) else None
+            statements.append(
+                (
+                    "UPDATE signoff_entry SET kind = ?, actor = ?, subject = ? WHERE seq = ?",
+                    (data.get("kind"), data.get("actor"), subject, s),
+                )
+            )
         data["prev"] = prev
         new_raw = canonical(data)
         new_hash = leaf(new_raw)
@@ -286,7 +357,7 @@ def relink(db: Db, seq: int, mutate: Callable[[dict[str, Any]], None], *, drop_c
         statements.append(("UPDATE signoff_entry SET raw = ?, hash = ? WHERE seq = ?", (new_raw, new_hash, s)))
         prev = new_hash
     if drop_checkpoints:
-        statements.append(("DELETE FROM signoff_checkpoint", ()))
+        statements.append(("DELETE FROM signoff_checkpoint WHERE size > ?", (seq,)))
     rebuild_tree(db, hashes, statements)
 
 
@@ -306,13 +377,18 @@ def forge_append(
     *,
     at: str | None = None,
     sig: dict[str, str] | None = None,
+    signer: Any = None,
     override: dict[str, Any] | None = None,
 ) -> Entry:
     """Append an entry straight into the database, well linked and hashed, bypassing every rule.
 
-    ``override`` replaces or adds record fields after the fact (``None`` removes one), for
-    entries that ``audit.entry.build`` itself would refuse to make."""
+    ``signer`` (a ``Signer`` or a ``passkeys.SoftPasskey``) signs it as the log's rules (version 2)
+    say, as somebody holding that key would: the forger who stole it, or the key's owner writing
+    behind the service's back. ``override`` replaces or adds record fields after the fact
+    (``None`` removes one), for entries that ``audit.entry.build`` itself would refuse to make."""
     log_id = db.log_id()
+    if signer is not None:
+        sig = signer.sign(statement(kind, actor, body, log_id))
     rows = db.entries()
     hashes = [h for _s, h, _r in rows]
     last_at = json.loads(rows[-1][2])["at"]
@@ -487,52 +563,68 @@ class Case:
 
 
 def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
-    """A small log that holds every entry kind, signed service entries, signed human decisions,
-    a pending review, an approved-but-not-run review, two stored checkpoints and two
-    checkpoints an auditor kept. Returns what the tests need to know about it; ``seq`` maps
-    the names below to their seqs (the tests name entries, they do not count them).
+    """A small log that holds every entry kind: admin enrolments (a key, reviewers, a passkey by
+    its one-time code, a revocation), signed decisions (an Ed25519 key file and a passkey),
+    signed service entries, a pending review, an approved-but-not-run review, and three logged
+    checkpoints, all stored; the auditor kept two of them (``kept_mid``, ``kept_end``). Returns
+    what the tests need to know about it; ``seq`` maps the names below to their seqs (the tests
+    name entries, they do not count them).
 
     seq  name            kind                actor     notes
-    0    log_key         key.enrolled        log:      signed by the log key
-    1    service_key     key.enrolled        service   the service enrols its own key (unsigned:
-                                                       it had none yet); every later service entry is signed
-    2    alice_enrolled  reviewer.enrolled   service   alice (teller, *) with her key
-    3    bob_enrolled    reviewer.enrolled   service   bob (intern, lookup*), no key
-    4,5  opened_r1/r2    review.opened       agent     frontier F1: r1 transfer, r2 lookup_account
-    6    approve_r1      review.approved     alice     signed by alice
-    7    edit_r2         review.edited       bob       unsigned (bob has no key)
-    8    resume_F1       run.resumed         agent     unsigned, nothing of it in a projection but its seq
-    9,10 exec_r1/r2      tool.executed       agent
-    11   opened_r3       review.opened       agent     F2, deadline 10 min
-    12   reject_r3       review.rejected     alice     signed
-    13   resume_F2       run.resumed         agent                         -> stored checkpoint, size 14
-    14   opened_r4       review.opened       agent     F3, deadline 60 s
-    15   expire_r4       review.expired      service
-    16   opened_r5       review.opened       agent     F4
-    17   withdraw_r5     review.withdrawn    agent
-    18   disable_bob     reviewer.disabled   service
-    19   opened_r6       review.opened       agent     F5: r6 stays pending (deadline 1 h)
-    20   opened_r7       review.opened       agent     F6
-    21   approve_r7      review.approved     alice     signed, never executed -> stored checkpoint, kept_mid (22)
-    22,23 tail_0/tail_1  key.enrolled        service   keys of two agents     -> kept_end (24), not stored
+    0    log_key         key.enrolled        log:      the log key, signed by itself
+    1    log_configured  log.configured      log:      rules 2, signed decisions, admin:root's key
+    2    service_key     key.enrolled        admin     service:signoff's key; every later service entry is signed
+    3    alice_enrolled  reviewer.enrolled   admin     alice (teller, *) with her Ed25519 key
+    4    bob_enrolled    reviewer.enrolled   admin     bob (intern, lookup*) with a one-time enrolment code
+    5    bob_passkey     key.enrolled        bob       bob's own passkey (ES256), with the code's proof
+    6,7  opened_r1/r2    review.opened       agent     frontier F1: r1 transfer, r2 lookup_account
+    8    approve_r1      review.approved     alice     signed with her key file
+    9    edit_r2         review.edited       bob       signed with his passkey (a WebAuthn assertion)
+    10   resume_F1       run.resumed         agent     unsigned (no agent key); no projection holds its body
+    11,12 exec_r1/r2     tool.executed       agent
+    13   opened_r3       review.opened       agent     F2, deadline 10 min
+    14   reject_r3       review.rejected     alice
+    15   resume_F2       run.resumed         agent
+    16   checkpoint_first log.checkpoint     log:      size 16, stored
+    17   opened_r4       review.opened       agent     F3, deadline 60 s
+    18   expire_r4       review.expired      service
+    19   opened_r5       review.opened       agent     F4
+    20   withdraw_r5     review.withdrawn    agent
+    21   disable_bob     reviewer.disabled   admin
+    22   opened_r6       review.opened       agent     F5: r6 stays pending (deadline 1 h)
+    23   opened_r7       review.opened       agent     F6
+    24   approve_r7      review.approved     alice
+    25   checkpoint_mid  log.checkpoint      log:      size 25, stored; kept_mid
+    26   resume_F6       run.resumed         agent     after kept_mid: r7 resumed, never run
+    27   tail_0          key.enrolled        admin     agent:tail-0's key
+    28   revoke_tail_0   key.revoked         admin     ... revoked again
+    29   tail_1          key.enrolled        admin     agent:tail-1's key
+    30   checkpoint_end  log.checkpoint      log:      size 30, stored; kept_end
     """
-    from signoff.audit import Policy, ReviewService, Signer, open_store
-    from signoff.audit.entry import statement
-    from signoff.audit.keys import read_private_key
+    from passkeys import SoftPasskey
+
+    from signoff.audit import Policy, ReviewService, open_store
 
     clock = FakeClock()
     store = open_store(url, clock=clock)
     seq: dict[str, int] = {}
     try:
         store.init_log(key_path)
-        seq["log_key"] = 0
+        seq["log_key"], seq["log_configured"] = 0, 1
+        keys_ = Keys.for_log(key_path)
+        admin, alice = keys_.admin, keys_.alice
         log_signer = read_private_key(key_path)
         service_key = Signer.generate()
-        seq["service_key"] = ReviewService(store).enroll_key(SERVICE, service_key.public, actor=SERVICE).seq
+        seq["service_key"] = ReviewService(store).enroll_key(SERVICE, service_key.public, admin=admin).seq
         svc = ReviewService(store, signer=service_key)
-        alice_key = Signer.generate()
-        seq["alice_enrolled"] = svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice_key.public).seq
-        seq["bob_enrolled"] = svc.enroll_reviewer(BOB, roles=["intern"], tools=["lookup*"]).seq
+        seq["alice_enrolled"] = svc.enroll_reviewer(
+            ALICE, roles=["teller"], tools=["*"], key=alice.public, admin=admin
+        ).seq
+        seq["bob_enrolled"] = svc.enroll_reviewer(
+            BOB, roles=["intern"], tools=["lookup*"], code="bob-first-login", admin=admin
+        ).seq
+        bob = SoftPasskey("ES256")
+        seq["bob_passkey"] = svc.enroll_passkey(BOB, bob.passkey, code="bob-first-login").seq
         f1 = svc.open_frontier(
             [
                 call("c1", args={"amount": 250, "to": "carol"}, tool_schema=TRANSFER_SCHEMA),
@@ -542,15 +634,12 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
         )
         r1, r2 = (r.id for r in f1.reviews)
         seq["opened_r1"], seq["opened_r2"] = (r.opened_seq for r in f1.reviews)
-
-        def signed(kind: str, body: dict[str, Any]) -> dict[str, str]:
-            return alice_key.sign(statement(kind, ALICE, body))
-
-        approve_body = {"review": r1, "args_digest": f1.reviews[0].args_digest, "rationale": "known payee"}
-        done = svc.approve(r1, reviewer=ALICE, rationale="known payee", sig=signed("review.approved", approve_body))
+        done = svc.approve(r1, reviewer=ALICE, rationale="known payee", signer=alice)
         seq["approve_r1"] = int(done.decision_seq or 0)
+        patch = [{"op": "replace", "path": "/account", "value": "ACC-2"}]
+        edit_body = {"review": r2, "patch": patch, "args_digest": digest({"account": "ACC-2"}), "rationale": "typo"}
         done = svc.edit(
-            r2, reviewer=BOB, patch=[{"op": "replace", "path": "/account", "value": "ACC-2"}], rationale="typo"
+            r2, reviewer=BOB, patch=patch, rationale="typo", sig=sign_entry(store, bob, "review.edited", BOB, edit_body)
         )
         seq["edit_r2"] = int(done.decision_seq or 0)
         seq["resume_F1"] = svc.claim_resume(f1.id, actor=AGENT).seq
@@ -561,13 +650,10 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
         )
         r3 = f2.reviews[0].id
         seq["opened_r3"] = f2.reviews[0].opened_seq
-        reason = "payee on a watch list"
-        done = svc.reject(
-            r3, reviewer=ALICE, reason=reason, sig=signed("review.rejected", {"review": r3, "reason": reason})
-        )
+        done = svc.reject(r3, reviewer=ALICE, reason="payee on a watch list", signer=alice)
         seq["reject_r3"] = int(done.decision_seq or 0)
         seq["resume_F2"] = svc.claim_resume(f2.id, actor=AGENT).seq
-        store.checkpoint(log_signer)  # stored
+        seq["checkpoint_first"] = store.checkpoint(log_signer).size
         f3 = svc.open_frontier([call("c4")], actor=AGENT, policies=Policy(deadline_seconds=60))
         r4 = f3.reviews[0].id
         seq["opened_r4"] = f3.reviews[0].opened_seq
@@ -579,7 +665,7 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
         r5 = f4.reviews[0].id
         seq["opened_r5"] = f4.reviews[0].opened_seq
         seq["withdraw_r5"] = int(svc.withdraw(r5, actor=AGENT, reason="run cancelled").decision_seq or 0)
-        seq["disable_bob"] = svc.disable_reviewer(BOB, reason="left the team").seq
+        seq["disable_bob"] = svc.disable_reviewer(BOB, reason="left the team", admin=admin).seq
         f5 = svc.open_frontier(
             [call("c6", args={"amount": 5, "to": "dave"})], actor=AGENT, policies=Policy(deadline_seconds=3600)
         )
@@ -588,28 +674,33 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
         f6 = svc.open_frontier([call("c7", args={"amount": 7, "to": "erin"})], actor=AGENT)
         r7 = f6.reviews[0].id
         seq["opened_r7"] = f6.reviews[0].opened_seq
-        r7_body = {"review": r7, "args_digest": f6.reviews[0].args_digest, "rationale": ""}
-        seq["approve_r7"] = int(
-            svc.approve(r7, reviewer=ALICE, sig=signed("review.approved", r7_body)).decision_seq or 0
-        )
-        kept_mid = store.checkpoint(log_signer)  # stored as well
-        for n in range(2):
-            seq[f"tail_{n}"] = svc.enroll_key(f"agent:tail-{n}", Signer.generate().public).seq
+        seq["approve_r7"] = int(svc.approve(r7, reviewer=ALICE, signer=alice).decision_seq or 0)
+        kept_mid = store.checkpoint(log_signer)
+        seq["checkpoint_mid"] = kept_mid.size
+        seq["resume_F6"] = svc.claim_resume(f6.id, actor=AGENT).seq
+        tail_0 = Signer.generate()
+        seq["tail_0"] = svc.enroll_key("agent:tail-0", tail_0.public, admin=admin).seq
+        seq["revoke_tail_0"] = svc.revoke_key(
+            "agent:tail-0", tail_0.fingerprint, reason="host retired", admin=admin
+        ).seq
+        seq["tail_1"] = svc.enroll_key("agent:tail-1", Signer.generate().public, admin=admin).seq
         kept_end = store.checkpoint(log_signer)
+        seq["checkpoint_end"] = kept_end.size
         size = store.size()
     finally:
         store.close()
-    # the auditor keeps kept_end; it is not left in the store
-    with Db(url) as db:
-        db.run(("DELETE FROM signoff_checkpoint WHERE size = ?", (size,)))
     assert list(seq.values()) == list(range(size)), seq
     return {
         "size": size,
         "seq": seq,
         "log_public_key": log_signer.public,
+        "admin_public_key": admin.public,
+        "keys": keys_,
+        "bob_passkey": bob,
+        "service_key": service_key,
         "reviews": {"r1": r1, "r2": r2, "r3": r3, "r4": r4, "r5": r5, "r6": r6, "r7": r7},
         "frontiers": {"F1": f1.id, "F2": f2.id, "F3": f3.id, "F4": f4.id, "F5": f5.id, "F6": f6.id},
         "kept_mid": kept_mid.to_json(),
         "kept_end": kept_end.to_json(),
-        "stored_checkpoints": [seq["resume_F2"] + 1, seq["approve_r7"] + 1],
+        "stored_checkpoints": [seq["checkpoint_first"], seq["checkpoint_mid"], seq["checkpoint_end"]],
     }

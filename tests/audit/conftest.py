@@ -1,5 +1,6 @@
-"""Fixtures for the audit tests: an initialised store on each backend, a review service with
-enrolled reviewers, and a pristine log cloned per test for the tampering tests.
+"""Fixtures for the audit tests: an initialised store on each backend, the keys of its admin and
+reviewers, a review service with enrolled reviewers, and a pristine log cloned per test for the
+tampering tests.
 
 ``store_url`` (tests/conftest.py) gives a SQLite file and a fresh PostgreSQL schema.
 """
@@ -26,6 +27,7 @@ from auditkit import (  # noqa: E402
     Case,
     Db,
     FakeClock,
+    Keys,
     backend_of,
     build_pristine,
     pg_schema,
@@ -33,6 +35,8 @@ from auditkit import (  # noqa: E402
 )
 
 from signoff.audit import ReviewService, Store, open_store  # noqa: E402
+from signoff.audit.keys import Signer  # noqa: E402
+from signoff.audit.store import default_admin_key  # noqa: E402
 
 
 @pytest.fixture
@@ -47,7 +51,8 @@ def key_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(store_url: str, key_path: Path, clock: FakeClock) -> Iterator[Store]:
-    """A store with a fresh log, on the clock the test controls."""
+    """A store with a fresh log (rules 2, signed decisions; its admin key beside the log key), on the
+    clock the test controls."""
     st = open_store(store_url, clock=clock)
     st.init_log(key_path)
     yield st
@@ -55,13 +60,25 @@ def store(store_url: str, key_path: Path, clock: FakeClock) -> Iterator[Store]:
 
 
 @pytest.fixture
-def svc(store: Store) -> ReviewService:
-    """A review service with alice (teller, every tool), bob (intern, lookup*) and carol (disabled)."""
+def keys(store: Store, key_path: Path) -> Keys:
+    """The admin's key (written by ``init_log``) and a key for each of alice, bob and carol."""
+    return Keys.for_log(key_path)
+
+
+@pytest.fixture
+def admin(keys: Keys) -> Signer:
+    return keys.admin
+
+
+@pytest.fixture
+def svc(store: Store, keys: Keys) -> ReviewService:
+    """A review service (no key of its own: the agent host's) with alice (teller, every tool), bob
+    (intern, lookup*) and carol (disabled), each enrolled by the admin with their own key."""
     service = ReviewService(store)
-    service.enroll_reviewer(ALICE, roles=["teller"], tools=["*"])
-    service.enroll_reviewer(BOB, roles=["intern"], tools=["lookup*"])
-    service.enroll_reviewer(CAROL, roles=["teller"], tools=["*"])
-    service.disable_reviewer(CAROL, reason="on leave")
+    service.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=keys.alice.public, admin=keys.admin)
+    service.enroll_reviewer(BOB, roles=["intern"], tools=["lookup*"], key=keys.bob.public, admin=keys.admin)
+    service.enroll_reviewer(CAROL, roles=["teller"], tools=["*"], key=keys.carol.public, admin=keys.admin)
+    service.disable_reviewer(CAROL, reason="on leave", admin=keys.admin)
     return service
 
 
@@ -133,6 +150,7 @@ def case(store_url: str, pristines: _Pristines, tmp_path: Path) -> Iterator[Case
     key, meta = pristines.clone(store_url)
     local_key = tmp_path / "log-key.pem"
     shutil.copy(key, local_key)
+    shutil.copy(default_admin_key(key), default_admin_key(local_key))
     found = Case(store_url, local_key, meta, tmp_path)
     yield found
     found.close()

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from signoff.audit import CanonicalFormError, canonical, digest
-from signoff.audit.canonical import decode, is_canonical
+from signoff.audit.canonical import MAX_DEPTH, decode, is_canonical
 
 MAX = 2**53 - 1
 
@@ -304,14 +304,35 @@ def test_canonical_is_stable_and_equals_rfc8785(value: Any) -> None:
     assert is_canonical(out)
 
 
-def test_nesting_deeper_than_orjson_allows_still_equals_rfc8785() -> None:
-    # orjson (the fast path's writer) stops at 255 levels; deeper values fall back to json.
-    value: Any = {"leaf": "é"}
-    for _ in range(200):
-        value = {"next": [value]}
+def _nested(levels: int) -> Any:
+    """``levels`` containers, objects and arrays in turn, around one non-ASCII leaf."""
+    value: Any = "é"
+    for level in range(levels):
+        value = {"next": value} if level % 2 else [value]
+    return value
+
+
+def test_nesting_up_to_the_bound_equals_rfc8785() -> None:
+    value = _nested(MAX_DEPTH)
     out = canonical(value)
     assert out == rfc8785.dumps(value)
     assert is_canonical(out)
+    assert decode(out) == value
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH + 1, 200, 5_000])
+def test_nesting_deeper_than_the_bound_is_refused_naming_the_path(levels: int) -> None:
+    """Deeper values are refused with the JSON path where the bound is crossed, never a RecursionError
+    (orjson, the fast path's writer, stops at 255 levels; Python's json at about 1,000)."""
+    value = _nested(levels)
+    with pytest.raises(CanonicalFormError) as caught:
+        canonical(value)
+    assert f"expected at most {MAX_DEPTH} levels of nesting" in str(caught.value)
+    assert caught.value.path.count("[") + caught.value.path.count(".") == MAX_DEPTH, caught.value.path
+    text = ("[" * levels + "]" * levels).encode()
+    with pytest.raises(CanonicalFormError, match="levels of nesting"):
+        decode(text)
+    assert not is_canonical(text)
 
 
 def _serialise(value: Any, style: int) -> bytes:

@@ -10,10 +10,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
-from auditkit import AGENT, ALICE, FIXTURES, FakeClock, call, python_env
+from auditkit import ADMIN, AGENT, ALICE, FIXTURES, FakeClock, Keys, call, python_env
 
 from signoff.audit import Policy, ReviewClosed, ReviewService, Store, open_store
 from signoff.audit.verify import verify_store
@@ -61,16 +62,18 @@ def _read(proc: subprocess.Popen[str]) -> str:
 
 @pytest.mark.slow
 def test_processes_and_threads_appending_at_once(
-    appenders: list[subprocess.Popen[str]], svc: ReviewService, store: Store, store_url: str
+    appenders: list[subprocess.Popen[str]], svc: ReviewService, keys: Keys, store: Store, store_url: str, tmp_path: Path
 ) -> None:
     race = svc.open_frontier([call("race")], actor=AGENT).reviews[0]
     decided = svc.open_frontier([call("resume-race")], actor=AGENT)
-    svc.approve(decided.reviews[0].id, reviewer=ALICE)
+    svc.approve(decided.reviews[0].id, reviewer=ALICE, signer=keys.alice)
+    admin_key, alice_key = keys.write(ADMIN, tmp_path / "admin.pem"), keys.write(ALICE, tmp_path / "alice.pem")
     size_before = store.size()
     for index, proc in enumerate(appenders):
         command = {
             "url": store_url, "index": index, "threads": THREADS, "singles": SINGLES, "batches": BATCHES,
-            "race_review": race.id, "race_frontier": decided.id,
+            "race_review": race.id, "race_frontier": decided.id, "admin_key": str(admin_key),
+            "reviewer_key": str(alice_key),
         }  # fmt: skip
         _send(proc, json.dumps(command))
     for proc in appenders:
@@ -103,7 +106,7 @@ def test_processes_and_threads_appending_at_once(
 
 @pytest.mark.slow
 def test_expiry_and_a_late_decision_cannot_both_happen(
-    svc: ReviewService, store: Store, store_url: str, clock: FakeClock
+    svc: ReviewService, keys: Keys, store: Store, store_url: str, clock: FakeClock
 ) -> None:
     """A reviewer (whose clock reads just before the deadline) and the expiry service (just
     after) race; whichever commits first wins and the other is refused (rule 4)."""
@@ -111,9 +114,10 @@ def test_expiry_and_a_late_decision_cannot_both_happen(
         svc.open_frontier([call(f"dl{n}")], actor=AGENT, policies=Policy(deadline_seconds=60)).reviews[0]
         for n in range(6)
     ]
-    assert all(r.deadline is not None for r in reviews)
-    before = FakeClock(reviews[-1].deadline - timedelta(seconds=1))  # type: ignore[operator]
-    after = FakeClock(reviews[-1].deadline + timedelta(seconds=1))  # type: ignore[operator]
+    deadline = reviews[-1].deadline
+    assert deadline is not None and all(r.deadline is not None for r in reviews)
+    before = FakeClock(deadline - timedelta(seconds=1))
+    after = FakeClock(deadline + timedelta(seconds=1))
     reviewer_store, expiry_store = open_store(store_url, clock=before), open_store(store_url, clock=after)
     try:
         reviewer_svc, expiry_svc = ReviewService(reviewer_store), ReviewService(expiry_store)
@@ -125,7 +129,7 @@ def test_expiry_and_a_late_decision_cannot_both_happen(
         def approve() -> None:
             barrier.wait()
             try:
-                reviewer_svc.approve(target.id, reviewer=ALICE)
+                reviewer_svc.approve(target.id, reviewer=ALICE, signer=keys.alice)
                 outcome["approve"] = "won"
             except ReviewClosed as exc:
                 outcome["approve"] = exc.status

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from auditkit import ALICE, FIXTURES, Db, python_env
+from auditkit import ADMIN, ALICE, FIXTURES, Db, Keys, python_env
 
 from signoff.audit import ReviewService, Store
 from signoff.audit.verify import verify_store
@@ -54,11 +54,15 @@ class Zygote:
             raise AssertionError(f"crash writer died: {self.errors.read_text()}")
         return line.strip()
 
-    def run(self, url: str, fifo: Path, mode: str, seed: int, delay: float) -> tuple[list[str], dict[str, Any]]:
-        """Fork a writer, let it write for ``delay`` seconds after it is ready, SIGKILL it."""
+    def run(
+        self, url: str, fifo: Path, mode: str, seed: int, delay: float, keys: dict[str, str]
+    ) -> tuple[list[str], dict[str, Any]]:
+        """Fork a writer, let it write for ``delay`` seconds after it is ready, SIGKILL it. ``keys``:
+        the paths of the admin's and the reviewer's key files (``admin_key``, ``reviewer_key``)."""
         os.mkfifo(fifo)
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"url": url, "fifo": str(fifo), "mode": mode, "seed": seed}) + "\n")
+        command = {"url": url, "fifo": str(fifo), "mode": mode, "seed": seed, **keys}
+        self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
         pid = json.loads(self._read())["pid"]
         lines: list[str] = []
@@ -132,14 +136,22 @@ def _check_acknowledged(store_url: str, lines: list[str]) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
-def test_sigkill_at_random_moments(zygote: Zygote, store: Store, store_url: str, tmp_path: Path, mode: str) -> None:
-    ReviewService(store).enroll_reviewer(ALICE, roles=["teller"])
+def test_sigkill_at_random_moments(
+    zygote: Zygote, store: Store, store_url: str, keys: Keys, tmp_path: Path, mode: str
+) -> None:
+    ReviewService(store).enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=keys.alice.public, admin=keys.admin)
+    key_files = {
+        "admin_key": str(keys.write(ADMIN, tmp_path / "admin.pem")),
+        "reviewer_key": str(keys.write(ALICE, tmp_path / "alice.pem")),
+    }
     backend = "sqlite" if store_url.startswith("sqlite") else "postgresql"
     rng = random.Random(f"{backend}-{mode}")
     acknowledged = 0
     for run in range(RUNS[backend]):
         delay = rng.uniform(0.0, 0.35)
-        lines, status = zygote.run(store_url, tmp_path / f"run-{run}.fifo", mode, rng.randrange(2**32), delay)
+        lines, status = zygote.run(
+            store_url, tmp_path / f"run-{run}.fifo", mode, rng.randrange(2**32), delay, key_files
+        )
         assert status["signal"] == signal.SIGKILL, (
             f"run {run}: the writer was not killed but ended: {status}, {zygote.errors.read_text()[-2000:]}"
         )

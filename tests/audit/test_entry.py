@@ -8,18 +8,20 @@ import re
 from typing import Any
 
 import pytest
-from auditkit import AGENT, ALICE, TRANSFER_SCHEMA, Db, call
+from auditkit import AGENT, ALICE, TRANSFER_SCHEMA, Db, Keys, admin_draft, call, key_body
 
 from signoff.audit import CanonicalFormError, InvalidEntry, Policy, ReviewService, Store, canonical
 from signoff.audit.entry import ZERO_HASH, build, statement
 from signoff.audit.keys import Signer
+from signoff.audit.trust import LogRules
+from signoff.audit.trust import statement as trust_statement
 
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 
 
-def _busy_log(store: Store, svc: ReviewService) -> None:
-    """A bit of everything: opens, every decision, resume, execution, keys, a group commit."""
+def _busy_log(store: Store, svc: ReviewService, keys: Keys) -> None:
+    """A bit of everything: opens, every decision, resume, execution, keys, a group commit, a checkpoint."""
     front = svc.open_frontier(
         [
             call("e1", tool_schema=TRANSFER_SCHEMA),
@@ -30,26 +32,18 @@ def _busy_log(store: Store, svc: ReviewService) -> None:
         policies=Policy(deadline_seconds=600),
     )
     a, b, c = (r.id for r in front.reviews)
-    svc.approve(a, reviewer=ALICE, rationale="ok")
-    svc.edit(b, reviewer=ALICE, patch=[{"op": "replace", "path": "/amount", "value": 3}])
-    svc.reject(c, reviewer=ALICE, reason="no")
+    svc.approve(a, reviewer=ALICE, rationale="ok", signer=keys.alice)
+    svc.edit(b, reviewer=ALICE, patch=[{"op": "replace", "path": "/amount", "value": 3}], signer=keys.alice)
+    svc.reject(c, reviewer=ALICE, reason="no", signer=keys.alice)
     svc.claim_resume(front.id, actor=AGENT)
     svc.record_execution(a, actor=AGENT, args={"amount": 100, "to": "bob"})
-    svc.enroll_key("agent:teller", Signer.generate().public, actor="agent:teller")
-    store.append_many(
-        [
-            (
-                "service:bulk",
-                "key.enrolled",
-                {"actor": f"agent:b{n}", "key": Signer.generate().public, "alg": "Ed25519"},
-            )
-            for n in range(3)
-        ]
-    )
+    svc.enroll_key("agent:teller", Signer.generate().public, admin=keys.admin)
+    store.append_many([admin_draft(store, keys.admin, key_body(f"b{n}")) for n in range(3)])
+    store.checkpoint(keys.log)
 
 
-def test_stored_bytes_hashes_and_links(store: Store, svc: ReviewService, store_url: str) -> None:
-    _busy_log(store, svc)
+def test_stored_bytes_hashes_and_links(store: Store, svc: ReviewService, keys: Keys, store_url: str) -> None:
+    _busy_log(store, svc, keys)
     with Db(store_url) as db:
         rows = db.entries()
     assert [seq for seq, _h, _r in rows] == list(range(len(rows))), "seq is dense from 0"
@@ -72,8 +66,8 @@ def test_stored_bytes_hashes_and_links(store: Store, svc: ReviewService, store_u
     assert store.info().head == rows[-1][1]
 
 
-def test_entries_read_back_equal_the_stored_bytes(store: Store, svc: ReviewService, store_url: str) -> None:
-    _busy_log(store, svc)
+def test_entries_read_back_equal_the_stored_bytes(store: Store, svc: ReviewService, keys: Keys, store_url: str) -> None:
+    _busy_log(store, svc, keys)
     with Db(store_url) as db:
         rows = db.entries()
     read = list(store.entries())
@@ -84,26 +78,24 @@ def test_entries_read_back_equal_the_stored_bytes(store: Store, svc: ReviewServi
         assert canonical(item.to_json()) == item.raw
 
 
-def test_every_hash_in_the_log_carries_its_prefix(store: Store, svc: ReviewService) -> None:
-    _busy_log(store, svc)
+def test_every_hash_in_the_log_carries_its_prefix(store: Store, svc: ReviewService, keys: Keys) -> None:
+    _busy_log(store, svc, keys)
 
     def hashes(value: Any, key: str = "") -> list[str]:
         if isinstance(value, dict):
             return [h for k, v in value.items() for h in hashes(v, k)]
         if isinstance(value, list):
             return [h for v in value for h in hashes(v, key)]
-        return [value] if key in ("prev", "args_digest") else []
+        return [value] if key in ("prev", "args_digest", "root") else []
 
     found = [h for item in store.entries() for h in hashes(item.to_json())]
     assert len(found) > store.size()  # every prev plus the digests
     assert all(HASH.match(h) for h in found), found
 
 
-def test_append_returns_what_was_stored(store: Store, store_url: str) -> None:
+def test_append_returns_what_was_stored(store: Store, store_url: str, keys: Keys) -> None:
     before = store.info()
-    item = store.append(
-        "service:test", "key.enrolled", {"actor": "agent:x", "key": Signer.generate().public, "alg": "Ed25519"}
-    )
+    item = store.append(*admin_draft(store, keys.admin, key_body("x")))
     assert item.seq == before.size and item.prev == before.head
     with Db(store_url) as db:
         assert db.one("SELECT hash, raw FROM signoff_entry WHERE seq = ?", (item.seq,)) == (item.hash, item.raw)
@@ -128,8 +120,19 @@ def test_build_is_deterministic_and_hashes_as_rfc9162_leaf() -> None:
 
 def test_statement_leaves_out_seq_prev_and_at() -> None:
     body = {"review": "rv_1", "args_digest": "sha256:" + "1" * 64, "rationale": ""}
+    # rules version 2 names the log, so a signature made for one log is worth nothing on another
+    assert statement("review.approved", ALICE, body, "log_x") == canonical(
+        {"log": "log_x", "kind": "review.approved", "actor": ALICE, "body": body}
+    )
+    assert trust_statement(LogRules("log_x", 2, True), "review.approved", ALICE, body) == statement(
+        "review.approved", ALICE, body, "log_x"
+    )
+    # version 1 (and entries 0 and 1, which set the rules up) leave it out
     assert statement("review.approved", ALICE, body) == canonical(
         {"kind": "review.approved", "actor": ALICE, "body": body}
+    )
+    assert trust_statement(LogRules("log_x"), "review.approved", ALICE, body) == statement(
+        "review.approved", ALICE, body
     )
     a = build(
         log="l", seq=1, prev=ZERO_HASH, at="2026-11-30T14:00:00.000001Z", actor=ALICE, kind="review.approved", body=body

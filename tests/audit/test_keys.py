@@ -1,5 +1,5 @@
-"""Keys and signatures: the log key from ``audit init``, signed checkpoints, enrolled keys and
-signed decisions. The private key must never reach the database."""
+"""Keys and signatures: the log key and the admin key from ``audit init``, signed checkpoints,
+keys the admin enrolls and signed decisions. No private key may ever reach the database."""
 
 from __future__ import annotations
 
@@ -13,16 +13,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from auditkit import AGENT, ALICE, BOB, MALLORY, Db, backend_of, call, cli_argv, python_env, snapshot, sqlite_path
+from auditkit import (
+    ADMIN,
+    AGENT,
+    ALICE,
+    BOB,
+    MALLORY,
+    SERVICE,
+    Db,
+    Keys,
+    admin_draft,
+    backend_of,
+    call,
+    cli_argv,
+    key_body,
+    python_env,
+    snapshot,
+    sqlite_path,
+)
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from signoff.audit import NotAllowed, ReviewService, Signer, Store, StoreError, merkle, open_store
-from signoff.audit.entry import statement
+from signoff.audit import NotAllowed, ReviewService, Signer, Store, StoreError, canonical, merkle, open_store
+from signoff.audit.entry import statement as v1_statement
 from signoff.audit.errors import InvalidEntry, KeyFileError
 from signoff.audit.keys import fingerprint, read_private_key, verify_signature
 from signoff.audit.store import Checkpoint
+from signoff.audit.trust import LogRules
+from signoff.audit.trust import statement as trust_statement
 from signoff.audit.verify import verify_store
 
 
@@ -54,9 +73,11 @@ def _database_bytes(url: str) -> bytes:
 def test_audit_init_writes_a_0600_pem_ed25519_key_that_never_enters_the_database(
     store_url: str, tmp_path: Path
 ) -> None:
+    """The log key and the admin key: separate 0600 PEM files; neither (nor a reviewer's key) leaks."""
     key_file = tmp_path / "keys" / "log.pem"
+    admin_file = tmp_path / "offline" / "admin.pem"
     done = subprocess.run(
-        cli_argv(store_url, key_file, "init"),
+        cli_argv(store_url, key_file, "init", "--admin-key", str(admin_file)),
         capture_output=True,
         text=True,
         env=python_env(),
@@ -65,26 +86,39 @@ def test_audit_init_writes_a_0600_pem_ed25519_key_that_never_enters_the_database
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    pem = key_file.read_bytes()
-    assert pem.startswith(b"-----BEGIN PRIVATE KEY-----\n") and pem.rstrip().endswith(b"-----END PRIVATE KEY-----")
-    signer = read_private_key(key_file)
+    for path in (key_file, admin_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        pem = path.read_bytes()
+        assert pem.startswith(b"-----BEGIN PRIVATE KEY-----\n") and pem.rstrip().endswith(b"-----END PRIVATE KEY-----")
+    signer, admin = read_private_key(key_file), read_private_key(admin_file)
+    assert signer.public != admin.public
+    alice = Signer.generate()
+    alice_file = tmp_path / "alice.pem"
+    from signoff.audit.keys import write_private_key
+
+    write_private_key(alice, alice_file)
     store = open_store(store_url)
     try:
         assert signer.public == store.public_key
+        assert store.entry(1).body["admin"]["key"] == admin.public
         assert signer.public in done.stdout and str(key_file) in done.stdout
-        # use the store a little, so any key material would have had its chance to leak
-        ReviewService(store).enroll_key("service:signoff", signer.public)
+        # use the store a little, so any key material would have had its chance to leak: the log key
+        # also serves as the service's key, the admin enrolls, alice signs a decision
+        ReviewService(store).enroll_key(SERVICE, signer.public, admin=admin)
         svc = ReviewService(store, signer=signer)
-        svc.enroll_reviewer(ALICE, roles=["teller"])
+        svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice.public, admin=admin)
+        review = svc.open_frontier([call("leak")], actor=SERVICE).reviews[0]
+        svc.approve(review.id, reviewer=ALICE, signer=alice)
         store.checkpoint(key_file)
         assert verify_store(store).ok
     finally:
         store.close()
     haystack = _database_bytes(store_url)
-    assert signer.public.encode() in haystack  # the search itself works
-    for form in _private_forms(key_file):
-        assert form not in haystack
+    for public in (signer.public, admin.public, alice.public):
+        assert public.encode() in haystack  # the search itself works
+    for path in (key_file, admin_file, alice_file):
+        for form in _private_forms(path):
+            assert form not in haystack, path
 
 
 def test_init_refuses_to_overwrite_a_key_file(store_url: str, tmp_path: Path) -> None:
@@ -145,18 +179,24 @@ def test_fingerprint_is_sha256_of_the_raw_public_key() -> None:
 # -- checkpoints ------------------------------------------------------------------------
 
 
-def test_signed_checkpoint_verifies_and_commits_to_the_tree(store: Store, key_path: Path) -> None:
+def test_signed_checkpoint_verifies_and_commits_to_the_tree(store: Store, key_path: Path, keys: Keys) -> None:
     for n in range(6):
-        store.append(
-            "service:t", "key.enrolled", {"actor": f"agent:k{n}", "key": Signer.generate().public, "alg": "Ed25519"}
-        )
+        store.append(*admin_draft(store, keys.admin, key_body(n)))
     point = store.checkpoint(key_path)
     leaves = [bytes.fromhex(h[7:]) for _s, h, _r in store.iter_raw()]
-    assert point.size == store.size() == 7
+    assert point.size == 8 and store.size() == 9  # the log records the checkpoint right after what it covers
     assert point.log == store.log_id
-    assert point.root == "sha256:" + merkle.root_from_leaves(leaves).hex() == "sha256:" + store.root().hex()
+    root = "sha256:" + store.root(point.size).hex()
+    assert point.root == "sha256:" + merkle.root_from_leaves(leaves[: point.size]).hex() == root
     assert point.verify(store.public_key)
     assert store.latest_checkpoint() == point
+    recorded = store.entry(point.size)
+    assert (recorded.kind, recorded.actor) == ("log.checkpoint", f"log:{store.log_id}")
+    assert recorded.body == {"size": point.size, "root": point.root, "at": point.at, "sig": point.sig}
+    assert recorded.sig is not None and verify_signature(
+        store.public_key, recorded.sig, trust_statement(store.rules, recorded.kind, recorded.actor, recorded.body)
+    )
+    assert verify_store(store).ok
     assert Checkpoint.from_json(json.loads(json.dumps(point.to_json()))) == point
     for field, value in (
         ("size", 6),
@@ -169,11 +209,12 @@ def test_signed_checkpoint_verifies_and_commits_to_the_tree(store: Store, key_pa
     assert not point.verify(Signer.generate().public)
 
 
-def test_checkpoint_refuses_a_key_that_is_not_the_logs(store: Store) -> None:
-    with pytest.raises(StoreError) as caught:
-        store.checkpoint(Signer.generate())
-    assert "expected the log's key" in str(caught.value)
-    assert store.checkpoints() == []
+def test_checkpoint_refuses_a_key_that_is_not_the_logs(store: Store, keys: Keys) -> None:
+    for other in (Signer.generate(), keys.admin):
+        with pytest.raises(StoreError) as caught:
+            store.checkpoint(other)
+        assert "expected the log's key" in str(caught.value)
+    assert store.checkpoints() == [] and store.size() == 2
 
 
 # -- enrolled keys and signed decisions --------------------------------------------------
@@ -188,43 +229,62 @@ def _approval(review: Any, reviewer: str = ALICE, rationale: str = "") -> tuple[
 
 
 @pytest.mark.parametrize("how", ["enroll_key", "enroll_reviewer"])
-def test_signed_decision_by_an_enrolled_key_verifies(store: Store, how: str) -> None:
+def test_signed_decision_by_an_enrolled_key_verifies(store: Store, keys: Keys, how: str) -> None:
+    """A decision signed elsewhere (a script holding alice's key file), over the statement that
+    names the log; her key enrolled by the admin with her, or on its own."""
     svc = ReviewService(store)
     alice = Signer.generate()
     if how == "enroll_key":
-        svc.enroll_reviewer(ALICE, roles=["teller"])
-        svc.enroll_key(ALICE, alice.public, actor=ALICE)  # a person may enrol their own key
+        svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], admin=keys.admin)
+        svc.enroll_key(ALICE, alice.public, admin=keys.admin)
     else:
-        svc.enroll_reviewer(ALICE, roles=["teller"], key=alice.public)
+        svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice.public, admin=keys.admin)
+    assert [k.fingerprint for k in svc.keys(ALICE)] == [alice.fingerprint]
+
+    def sign(kind: str, actor: str, body: dict[str, Any]) -> dict[str, str]:
+        return alice.sign(trust_statement(store.rules, kind, actor, body))
+
     review = _opened(svc)
     done = svc.approve(
-        review.id,
-        reviewer=ALICE,
-        rationale="checked",
-        sig=alice.sign(statement(*_approval(review, rationale="checked"))),
+        review.id, reviewer=ALICE, rationale="checked", sig=sign(*_approval(review, rationale="checked"))
     )
     assert done.status == "approved"
+    assert done.decision_seq is not None
     entry = store.entry(done.decision_seq)
     assert entry.sig is not None and entry.sig["key"] == alice.fingerprint
-    assert verify_signature(alice.public, entry.sig, statement(entry.kind, entry.actor, entry.body))
+    signed = trust_statement(store.rules, entry.kind, entry.actor, entry.body)
+    assert signed == canonical({"log": store.log_id, "kind": entry.kind, "actor": entry.actor, "body": entry.body})
+    assert verify_signature(alice.public, entry.sig, signed)
     rejected = _opened(svc, "k2")
     body = {"review": rejected.id, "reason": "no"}
-    svc.reject(rejected.id, reviewer=ALICE, reason="no", sig=alice.sign(statement("review.rejected", ALICE, body)))
+    svc.reject(rejected.id, reviewer=ALICE, reason="no", sig=sign("review.rejected", ALICE, body))
     edited = _opened(svc, "k3")
     patch = [{"op": "replace", "path": "/amount", "value": 1}]
     from signoff.audit import digest
 
     ebody = {"review": edited.id, "patch": patch, "args_digest": digest({"amount": 1, "to": "bob"}), "rationale": ""}
-    svc.edit(edited.id, reviewer=ALICE, patch=patch, sig=alice.sign(statement("review.edited", ALICE, ebody)))
+    svc.edit(edited.id, reviewer=ALICE, patch=patch, sig=sign("review.edited", ALICE, ebody))
+    # and signed in the transaction by the service, with her key handed to it for this one call
+    in_tx = svc.approve(_opened(svc, "k4").id, reviewer=ALICE, signer=alice)
+    assert in_tx.decision_seq is not None
+    assert store.entry(in_tx.decision_seq).sig["key"] == alice.fingerprint  # type: ignore[index]
     report = verify_store(store)
     assert report.ok, report.failure
 
 
-def _bad_signatures(review: Any, alice: Signer, bob: Signer, stranger: Signer) -> dict[str, dict[str, str]]:
+def _bad_signatures(
+    store: Store, review: Any, alice: Signer, bob: Signer, stranger: Signer
+) -> dict[str, dict[str, str]]:
+    def statement(kind: str, actor: str, body: dict[str, Any]) -> bytes:
+        return trust_statement(store.rules, kind, actor, body)
+
     good = alice.sign(statement(*_approval(review)))
     return {
         "other-body": alice.sign(statement(*_approval(review, rationale="something else"))),
         "other-kind": alice.sign(statement("review.rejected", ALICE, {"review": review.id, "reason": "x"})),
+        "other-actor": alice.sign(statement(*_approval(review, reviewer=BOB))),
+        "other-log": alice.sign(trust_statement(LogRules("log_other", 2, True), *_approval(review))),
+        "no-log-id (rules 1 form)": alice.sign(v1_statement(*_approval(review))),
         "key-of-another-actor": bob.sign(statement(*_approval(review))),
         "unenrolled-key": stranger.sign(statement(*_approval(review))),
         "garbage-value": {**good, "value": base64.b64encode(b"\x00" * 64).decode()},
@@ -234,13 +294,13 @@ def _bad_signatures(review: Any, alice: Signer, bob: Signer, stranger: Signer) -
     }
 
 
-def test_bad_signature_is_refused_and_writes_nothing(store: Store, store_url: str) -> None:
+def test_bad_signature_is_refused_and_writes_nothing(store: Store, store_url: str, keys: Keys) -> None:
     svc = ReviewService(store)
     alice, bob = Signer.generate(), Signer.generate()
-    svc.enroll_reviewer(ALICE, roles=["teller"], key=alice.public)
-    svc.enroll_reviewer(BOB, roles=["teller"], key=bob.public)
+    svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=alice.public, admin=keys.admin)
+    svc.enroll_reviewer(BOB, roles=["teller"], tools=["*"], key=bob.public, admin=keys.admin)
     review = _opened(svc)
-    for name, sig in _bad_signatures(review, alice, bob, Signer.generate()).items():
+    for name, sig in _bad_signatures(store, review, alice, bob, Signer.generate()).items():
         size, before = store.size(), snapshot(store_url)
         with pytest.raises(NotAllowed) as caught:
             svc.approve(review.id, reviewer=ALICE, sig=sig)
@@ -250,27 +310,32 @@ def test_bad_signature_is_refused_and_writes_nothing(store: Store, store_url: st
     assert verify_store(store).ok
 
 
-def test_enrolling_a_key_twice_or_for_someone_else_is_refused(store: Store, store_url: str) -> None:
+def test_enrolling_a_key_twice_or_for_someone_else_is_refused(store: Store, store_url: str, keys: Keys) -> None:
     svc = ReviewService(store)
-    key = Signer.generate().public
-    svc.enroll_key(ALICE, key, actor=ALICE)
+    alice = Signer.generate()
+    svc.enroll_key(ALICE, alice.public, admin=keys.admin)
     size, before = store.size(), snapshot(store_url)
     with pytest.raises(InvalidEntry, match="not yet enrolled"):
-        svc.enroll_key(ALICE, key)
-    with pytest.raises(NotAllowed, match="expected a service: actor or an enabled admin"):
-        svc.enroll_key(BOB, Signer.generate().public, actor=MALLORY)
+        svc.enroll_key(ALICE, alice.public, admin=keys.admin)
+    # nobody but an admin with the admin key enrolls a key: not the person, not another person,
+    # not the service; and an admin: actor signs with their key
+    for actor, signer in ((ALICE, alice), (MALLORY, None), (None, None), (SERVICE, None)):
+        with pytest.raises(NotAllowed, match="expected an admin: actor signing with an enrolled admin key"):
+            svc.enroll_key(ALICE, Signer.generate().public, actor=actor, admin=signer)
+    with pytest.raises(NotAllowed, match="expected a signature by one of admin:root's enrolled keys, found none"):
+        svc.enroll_key(ALICE, Signer.generate().public, actor=ADMIN)
     with pytest.raises(ValueError):
-        svc.enroll_key(BOB, "ed25519:not-base64!")
+        svc.enroll_key(BOB, "ed25519:not-base64!", admin=keys.admin)
     assert store.size() == size and snapshot(store_url) == before
 
 
-def test_a_key_enrolled_for_another_actor_is_refused_or_verifies(store: Store) -> None:
+def test_a_key_enrolled_for_another_actor_is_refused_or_verifies(store: Store, keys: Keys) -> None:
     """The service and the verifier must agree on whether one key may serve two actors."""
     svc = ReviewService(store)
     key = Signer.generate().public
-    svc.enroll_key(ALICE, key, actor=ALICE)
+    svc.enroll_key(ALICE, key, admin=keys.admin)
     try:
-        svc.enroll_key(BOB, key)
+        svc.enroll_key(BOB, key, admin=keys.admin)
     except InvalidEntry:
         return
     report = verify_store(store)
@@ -278,43 +343,58 @@ def test_a_key_enrolled_for_another_actor_is_refused_or_verifies(store: Store) -
 
 
 def test_service_entries_signed_with_an_enrolled_service_key_verify(
-    store: Store, store_url: str, key_path: Path
+    store: Store, store_url: str, keys: Keys, clock: Any
 ) -> None:
-    entry0 = store.entry(0)
-    assert entry0.kind == "key.enrolled" and entry0.body["key"] == store.public_key
-    assert entry0.sig is not None
-    assert verify_signature(store.public_key, entry0.sig, statement(entry0.kind, entry0.actor, entry0.body))
+    from signoff.audit import Policy
+
+    # entries 0 and 1 set the rules up: signed by the log key, over statements without the log id
+    for entry in (store.entry(0), store.entry(1)):
+        assert entry.sig is not None and entry.actor == f"log:{store.log_id}"
+        assert verify_signature(store.public_key, entry.sig, v1_statement(entry.kind, entry.actor, entry.body))
+    assert store.entry(0).body["key"] == store.public_key
     service_key = Signer.generate()
-    ReviewService(store).enroll_key("service:signoff", service_key.public, actor="service:signoff")
+    first = ReviewService(store).enroll_key(SERVICE, service_key.public, admin=keys.admin).seq
     svc = ReviewService(store, signer=service_key)
-    svc.enroll_reviewer(ALICE, roles=["teller"])
-    svc.disable_reviewer(ALICE, reason="left")
-    for item in list(store.entries())[2:]:
+    front = svc.open_frontier([call("s1"), call("s2")], actor=SERVICE, policies=Policy(deadline_seconds=60))
+    svc.withdraw(front.reviews[0].id, actor=SERVICE, reason="cancelled")
+    clock.advance(61)
+    assert len(svc.expire_due()) == 1
+    svc.claim_resume(front.id, actor=SERVICE)
+    written = list(store.entries(first + 1))
+    assert [e.kind for e in written] == [
+        "review.opened", "review.opened", "review.withdrawn", "review.expired", "run.resumed"
+    ]  # fmt: skip
+    for item in written:
         assert item.sig is not None and item.sig["key"] == service_key.fingerprint
-        assert verify_signature(service_key.public, item.sig, statement(item.kind, item.actor, item.body))
+        assert verify_signature(
+            service_key.public, item.sig, trust_statement(store.rules, item.kind, item.actor, item.body)
+        )
     assert verify_store(store).ok
     # once an actor has a key, every later entry of theirs is signed: an unsigned one is refused
     size, before = store.size(), snapshot(store_url)
-    with pytest.raises(NotAllowed, match="expected a signature by service:signoff's enrolled key, found none"):
-        ReviewService(store).enroll_reviewer(BOB, roles=["teller"])
+    with pytest.raises(NotAllowed, match="expected a signature by one of service:signoff's enrolled keys, found none"):
+        ReviewService(store).open_frontier([call("s3")], actor=SERVICE)
     assert store.size() == size and snapshot(store_url) == before
 
 
-@pytest.mark.parametrize("which", ["log-key", "fresh-key"])
-def test_a_signer_given_to_the_service_is_used_or_refused(store: Store, key_path: Path, which: str) -> None:
-    signer = read_private_key(key_path) if which == "log-key" else Signer.generate()
-    try:
-        svc = ReviewService(store, signer=signer)
-        entry = svc.enroll_reviewer(ALICE, roles=["teller"])
-    except (NotAllowed, StoreError, InvalidEntry, ValueError):
-        return  # refusing the signer is a fine answer
-    assert entry.sig is not None, "the service was given a signer but wrote an unsigned entry"
-    assert verify_store(store).ok
+@pytest.mark.parametrize("which", ["log-key", "admin-key", "fresh-key"])
+def test_a_signer_given_to_the_service_is_refused_unless_enrolled_for_a_service(
+    store: Store, key_path: Path, keys: Keys, which: str
+) -> None:
+    """A service key must be enrolled (by the admin) for a service: or agent: actor; the log key and
+    the admin key are not, and a service holding one could otherwise write as the log or the admin."""
+    signer = {"log-key": read_private_key(key_path), "admin-key": keys.admin, "fresh-key": Signer.generate()}[which]
+    with pytest.raises(NotAllowed, match="expected a key enrolled on the log for a service: or agent: actor"):
+        ReviewService(store, signer=signer)
 
 
-def test_enrolling_something_that_is_not_an_ed25519_public_key_is_refused(store: Store, store_url: str) -> None:
+def test_enrolling_something_that_is_not_an_ed25519_public_key_is_refused(
+    store: Store, store_url: str, keys: Keys
+) -> None:
     svc = ReviewService(store)
     size, before = store.size(), snapshot(store_url)
     with pytest.raises(ValueError):
-        svc.enroll_key(AGENT, "ed25519:AAAA")
+        svc.enroll_key(AGENT, "ed25519:AAAA", admin=keys.admin)
+    with pytest.raises(ValueError):
+        svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key="ed25519:AAAA", admin=keys.admin)
     assert store.size() == size and snapshot(store_url) == before

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import pytest
-from auditkit import AGENT, ALICE, call
+from auditkit import AGENT, ALICE, Keys, admin_draft, call, key_body
 
 from signoff.audit import ReviewClosed, ReviewService, Signer, Store, open_store
 from signoff.audit.notify import ChangeFeed
 
 
-def _append(store: Store, n: int = 0) -> int:
-    return store.append(
-        "service:t", "key.enrolled", {"actor": f"agent:n{n}", "key": Signer.generate().public, "alg": "Ed25519"}
-    ).seq
+def _append(store: Store, admin: Signer, n: int = 0) -> int:
+    """One entry: a key the admin enrolls (the store's own append, no review rules involved)."""
+    return store.append(*admin_draft(store, admin, key_body(f"n{n}"))).seq
 
 
 def test_change_feed_wakes_waiters_at_once() -> None:
@@ -43,7 +41,7 @@ def test_change_feed_wakes_waiters_at_once() -> None:
     assert 0.15 < time.monotonic() - started < 1.0
 
 
-def _latency_from_another_store(store: Store, store_url: str) -> float:
+def _latency_from_another_store(store: Store, store_url: str, admin: Signer) -> float:
     other = open_store(store_url)
     try:
         other.info()
@@ -52,7 +50,7 @@ def _latency_from_another_store(store: Store, store_url: str) -> float:
 
         def write() -> None:
             time.sleep(0.25)
-            _append(other, 1)
+            _append(other, admin, 1)
             committed.append(time.monotonic())
 
         writer = threading.Thread(target=write)
@@ -65,19 +63,19 @@ def _latency_from_another_store(store: Store, store_url: str) -> float:
         other.close()
 
 
-def test_wait_for_change_wakes_for_another_connections_commit(store: Store, store_url: str) -> None:
-    latencies = [_latency_from_another_store(store, store_url) for _ in range(3)]
+def test_wait_for_change_wakes_for_another_connections_commit(store: Store, store_url: str, admin: Signer) -> None:
+    latencies = [_latency_from_another_store(store, store_url, admin) for _ in range(3)]
     assert max(latencies) < 0.5, latencies
     assert min(latencies) < 0.1, latencies  # milliseconds, not a slow poll
 
 
-def test_wait_for_change_in_the_same_store_is_immediate(store: Store) -> None:
+def test_wait_for_change_in_the_same_store_is_immediate(store: Store, admin: Signer) -> None:
     size = store.size()
     committed: list[float] = []
 
     def write() -> None:
         time.sleep(0.2)
-        _append(store)
+        _append(store, admin)
         committed.append(time.monotonic())
 
     writer = threading.Thread(target=write)
@@ -88,11 +86,11 @@ def test_wait_for_change_in_the_same_store_is_immediate(store: Store) -> None:
     assert woke - committed[0] < 0.05
 
 
-def test_a_refused_operation_wakes_nobody(store: Store, store_url: str) -> None:
+def test_a_refused_operation_wakes_nobody(store: Store, store_url: str, keys: Keys) -> None:
     svc = ReviewService(store)
-    svc.enroll_reviewer(ALICE, roles=["teller"])
+    svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=keys.alice.public, admin=keys.admin)
     review = svc.open_frontier([call("n1")], actor=AGENT).reviews[0]
-    svc.approve(review.id, reviewer=ALICE)
+    svc.approve(review.id, reviewer=ALICE, signer=keys.alice)
     size = store.size()
     watcher = open_store(store_url)
     try:
@@ -101,7 +99,7 @@ def test_a_refused_operation_wakes_nobody(store: Store, store_url: str) -> None:
         waiter.start()
         time.sleep(0.1)
         with pytest.raises(ReviewClosed):
-            svc.approve(review.id, reviewer=ALICE)
+            svc.approve(review.id, reviewer=ALICE, signer=keys.alice)
         waiter.join(5)
         assert result == [size]
     finally:
@@ -119,7 +117,7 @@ def test_close_stops_the_watcher(store: Store, store_url: str) -> None:
         assert not thread.is_alive()
 
 
-def test_first_wait_sees_a_commit_that_landed_just_before_it(store: Store, store_url: str, request: Any) -> None:
+def test_first_wait_sees_a_commit_that_landed_just_before_it(store: Store, store_url: str, admin: Signer) -> None:
     """``wait_for_decision`` reads the feed's version, checks the review, then waits. A commit
     from another process that lands between the check and the wait must still wake it, also
     on the store's very first wait (when the watcher starts)."""
@@ -127,7 +125,7 @@ def test_first_wait_sees_a_commit_that_landed_just_before_it(store: Store, store
     try:
         waiter.info()
         seen = waiter.feed.version  # the waiter has looked at the log ...
-        _append(store)  # ... another process commits ...
+        _append(store, admin)  # ... another process commits ...
         started = time.monotonic()
         waiter.feed.wait(seen, 1.5)  # ... and only now does the waiter go to sleep
         assert time.monotonic() - started < 0.5

@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from auditkit import (
     MALLORY,
     TRANSFER_SCHEMA,
     FakeClock,
+    Keys,
     call,
     python_env,
     snapshot,
@@ -38,6 +41,7 @@ from signoff.audit import (
     NotAllowed,
     PatchFailed,
     Policy,
+    Review,
     ReviewClosed,
     ReviewError,
     ReviewService,
@@ -48,6 +52,7 @@ from signoff.audit import (
     digest,
     open_store,
 )
+from signoff.audit.keys import Signer, read_private_key
 from signoff.audit.verify import verify_store
 
 
@@ -111,41 +116,47 @@ def test_open_frontier_records_every_call_field(svc: ReviewService, store: Store
     assert svc.get(first.id) == first
 
 
-def test_approve_edit_reject_record_what_was_decided(svc: ReviewService, store: Store) -> None:
+def test_approve_edit_reject_record_what_was_decided(svc: ReviewService, keys: Keys, store: Store) -> None:
     front = svc.open_frontier([call("d1"), call("d2", tool_schema=TRANSFER_SCHEMA), call("d3")], actor=AGENT)
     a, b, c = front.reviews
-    approved = svc.approve(a.id, reviewer=ALICE, rationale="known payee")
+    approved = svc.approve(a.id, reviewer=ALICE, signer=keys.alice, rationale="known payee")
     assert (approved.status, approved.decided_by, approved.final_args) == (
         "approved",
         ALICE,
         {"amount": 100, "to": "bob"},
     )
+    assert approved.decision_seq is not None
     entry = store.entry(approved.decision_seq)
     assert (entry.kind, entry.actor) == ("review.approved", ALICE)
     assert entry.body == {"review": a.id, "args_digest": a.args_digest, "rationale": "known payee"}
 
-    patch = [{"op": "replace", "path": "/amount", "value": 40}, {"op": "add", "path": "/memo", "value": "rent"}]
-    edited = svc.edit(b.id, reviewer=ALICE, patch=patch, rationale="too much")
+    patch: list[dict[str, Any]] = [
+        {"op": "replace", "path": "/amount", "value": 40},
+        {"op": "add", "path": "/memo", "value": "rent"},
+    ]
+    edited = svc.edit(b.id, reviewer=ALICE, signer=keys.alice, patch=patch, rationale="too much")
     assert edited.status == "edited" and edited.final_args == {"amount": 40, "to": "bob", "memo": "rent"}
     assert edited.patch == patch
+    assert edited.decision_seq is not None
     entry = store.entry(edited.decision_seq)
     assert entry.body["patch"] == patch  # stored exactly as given
     assert entry.body["args_digest"] == digest({"amount": 40, "to": "bob", "memo": "rent"})
 
-    rejected = svc.reject(c.id, reviewer=ALICE, reason="not today")
+    rejected = svc.reject(c.id, reviewer=ALICE, signer=keys.alice, reason="not today")
     assert (rejected.status, rejected.reason) == ("rejected", "not today")
+    assert rejected.decision_seq is not None
     assert store.entry(rejected.decision_seq).body == {"review": c.id, "reason": "not today"}
     assert svc.frontier(front.id).decided and svc.pending() == []
     assert verify_store(store).ok
 
 
-def test_resume_and_execution(svc: ReviewService, store: Store) -> None:
+def test_resume_and_execution(svc: ReviewService, keys: Keys, store: Store) -> None:
     front = svc.open_frontier([call("r1"), call("r2"), call("r3")], actor=AGENT)
     a, b, c = front.reviews
-    svc.approve(a.id, reviewer=ALICE)
-    svc.edit(b.id, reviewer=ALICE, patch=[{"op": "replace", "path": "/to", "value": "ann"}])
+    svc.approve(a.id, reviewer=ALICE, signer=keys.alice)
+    svc.edit(b.id, reviewer=ALICE, signer=keys.alice, patch=[{"op": "replace", "path": "/to", "value": "ann"}])
     assert svc.ready_frontiers() == []
-    svc.reject(c.id, reviewer=ALICE, reason="no")
+    svc.reject(c.id, reviewer=ALICE, signer=keys.alice, reason="no")
     assert [f.id for f in svc.ready_frontiers()] == [front.id]
     resumed = svc.claim_resume(front.id, actor=AGENT)
     assert resumed.kind == "run.resumed"
@@ -178,6 +189,7 @@ def test_withdraw_and_expire(svc: ReviewService, store: Store, clock: FakeClock)
     expired = svc.expire_due()
     assert [r.id for r in expired] == [short.id] and expired[0].status == "expired"
     assert {r.id for r in svc.pending()} == {long.id, none.id}
+    assert expired[0].decision_seq is not None
     entry = store.entry(expired[0].decision_seq)
     assert (entry.kind, entry.actor, entry.body) == ("review.expired", "service:signoff", {"review": short.id})
     clock.advance(3600)
@@ -189,7 +201,7 @@ def test_withdraw_and_expire(svc: ReviewService, store: Store, clock: FakeClock)
     assert verify_store(store).ok
 
 
-def test_reviewers_enrol_disable_and_cover(svc: ReviewService) -> None:
+def test_reviewers_enrol_disable_and_cover(svc: ReviewService, keys: Keys) -> None:
     assert {r.id for r in svc.reviewers()} == {ALICE, BOB, CAROL}
     carol = svc.reviewer(CAROL)
     assert carol is not None and not carol.enabled
@@ -199,9 +211,16 @@ def test_reviewers_enrol_disable_and_cover(svc: ReviewService) -> None:
     transfer = _open(svc, "cv2")
     assert svc.can_decide(BOB, lookup) and not svc.can_decide(BOB, transfer)
     assert svc.can_decide(ALICE, transfer) and not svc.can_decide(CAROL, transfer)
-    svc.enroll_reviewer(CAROL, roles=["teller"], tools=["*"])  # re-enrolled: enabled again
+    svc.enroll_reviewer(CAROL, roles=["teller"], tools=["*"], admin=keys.admin)  # re-enrolled: enabled again
     assert svc.can_decide(CAROL, transfer)
     assert svc.reviewer(MALLORY) is None
+    assert [k.fingerprint for k in svc.keys(CAROL)] == [keys.carol.fingerprint]  # her key stays hers
+    assert svc.approve(transfer.id, reviewer=CAROL, signer=keys.carol).status == "approved"
+    # other roles or tools only when said so
+    with pytest.raises(InvalidEntry, match="replace=True"):
+        svc.enroll_reviewer(BOB, roles=["teller"], tools=["*"], admin=keys.admin)
+    svc.enroll_reviewer(BOB, roles=["teller"], tools=["*"], replace=True, admin=keys.admin)
+    assert svc.can_decide(BOB, _open(svc, "cv3"))
 
 
 # -- refusals: each one raises a specific error and writes nothing -----------------------
@@ -219,25 +238,27 @@ def _refused(store: Store, store_url: str, error: type[Exception], action: Calla
     return caught.value
 
 
-def test_decision_refusals(svc: ReviewService, store: Store, store_url: str, clock: FakeClock) -> None:
+def test_decision_refusals(svc: ReviewService, keys: Keys, store: Store, store_url: str, clock: FakeClock) -> None:
     r = _open(svc, "z1")
     _refused(
         store,
         store_url,
         UnknownReview,
-        lambda: svc.approve("rv_0000000000000000", reviewer=ALICE),
+        lambda: svc.approve("rv_0000000000000000", reviewer=ALICE, signer=keys.alice),
         "expected an open review",
         "found no such review",
     )
-    _refused(store, store_url, UnknownReview, lambda: svc.reject("rv_nope", reviewer=ALICE, reason="x"))
+    _refused(
+        store, store_url, UnknownReview, lambda: svc.reject("rv_nope", reviewer=ALICE, signer=keys.alice, reason="x")
+    )
     _refused(
         store,
         store_url,
         UnknownReview,
-        lambda: svc.edit("rv_nope", reviewer=ALICE, patch=[{"op": "remove", "path": "/to"}]),
+        lambda: svc.edit("rv_nope", reviewer=ALICE, signer=keys.alice, patch=[{"op": "remove", "path": "/to"}]),
     )
     for actor in (AGENT, "service:signoff", "log:x"):
-        _refused(store, store_url, NotAllowed, lambda a=actor: svc.approve(r.id, reviewer=a), "expected a human: actor")
+        _refused(store, store_url, NotAllowed, partial(svc.approve, r.id, reviewer=actor), "expected a human: actor")
     _refused(
         store,
         store_url,
@@ -246,61 +267,123 @@ def test_decision_refusals(svc: ReviewService, store: Store, store_url: str, clo
         "expected an enrolled reviewer",
         MALLORY,
     )
-    _refused(store, store_url, NotAllowed, lambda: svc.approve(r.id, reviewer=CAROL), "expected an enabled reviewer")
     _refused(
-        store, store_url, NotAllowed, lambda: svc.approve(r.id, reviewer=BOB), "covering tool 'transfer'", "lookup*"
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.approve(r.id, reviewer=CAROL, signer=keys.carol),
+        "expected an enabled reviewer",
     )
-    _refused(store, store_url, NotAllowed, lambda: svc.reject(r.id, reviewer=BOB, reason="no"))
+    _refused(
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.approve(r.id, reviewer=BOB, signer=keys.bob),
+        "covering tool 'transfer'",
+        "lookup*",
+    )
+    _refused(store, store_url, NotAllowed, lambda: svc.reject(r.id, reviewer=BOB, signer=keys.bob, reason="no"))
     for reason in ("", "   ", "\n"):
         _refused(
-            store, store_url, MissingReason, lambda why=reason: svc.reject(r.id, reviewer=ALICE, reason=why), "expected"
+            store,
+            store_url,
+            MissingReason,
+            partial(svc.reject, r.id, reviewer=ALICE, signer=keys.alice, reason=reason),
+            "expected",
         )
     _refused(store, store_url, NotAllowed, lambda: svc.approve(r.id, reviewer="alice"), "expected a human: actor")
+    # the log requires signed decisions: alice's own signature, not none and not someone else's
+    _refused(store, store_url, NotAllowed, lambda: svc.approve(r.id, reviewer=ALICE), "sig: expected", "found none")
+    _refused(store, store_url, NotAllowed, lambda: svc.approve(r.id, reviewer=ALICE, signer=keys.bob), "sig")
+    _refused(store, store_url, NotAllowed, lambda: svc.reject(r.id, reviewer=ALICE, reason="no"), "sig: expected")
     assert svc.get(r.id).status == "pending"
-    svc.approve(r.id, reviewer=ALICE)
+    svc.approve(r.id, reviewer=ALICE, signer=keys.alice)
     err = _refused(
-        store, store_url, ReviewClosed, lambda: svc.approve(r.id, reviewer=ALICE), "found it already approved"
+        store,
+        store_url,
+        ReviewClosed,
+        lambda: svc.approve(r.id, reviewer=ALICE, signer=keys.alice),
+        "found it already approved",
     )
     assert isinstance(err, ReviewError) and err.rule == 1
-    _refused(store, store_url, ReviewClosed, lambda: svc.reject(r.id, reviewer=ALICE, reason="changed my mind"))
+    _refused(
+        store,
+        store_url,
+        ReviewClosed,
+        lambda: svc.reject(r.id, reviewer=ALICE, signer=keys.alice, reason="changed my mind"),
+    )
     _refused(store, store_url, ReviewClosed, lambda: svc.withdraw(r.id, actor=AGENT, reason="late"))
     assert verify_store(store).ok
 
 
-def test_role_from_the_policy_must_be_covered(svc: ReviewService, store: Store, store_url: str) -> None:
+def test_role_from_the_policy_must_be_covered(svc: ReviewService, keys: Keys, store: Store, store_url: str) -> None:
     r = _open(svc, "role", Policy(role="manager"))
-    _refused(store, store_url, NotAllowed, lambda: svc.approve(r.id, reviewer=ALICE), "role 'manager'", "teller")
-    svc.enroll_reviewer("human:mia@example.org", roles=["manager"], tools=["trans*"])
-    assert svc.approve(r.id, reviewer="human:mia@example.org").status == "approved"
-    svc.enroll_reviewer("human:root@example.org", roles=["admin"])
+    _refused(
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.approve(r.id, reviewer=ALICE, signer=keys.alice),
+        "role 'manager'",
+        "teller",
+    )
+    mia, root = Signer.generate(), Signer.generate()
+    svc.enroll_reviewer("human:mia@example.org", roles=["manager"], tools=["trans*"], key=mia.public, admin=keys.admin)
+    assert svc.approve(r.id, reviewer="human:mia@example.org", signer=mia).status == "approved"
+    svc.enroll_reviewer("human:root@example.org", roles=["admin"], tools=["*"], key=root.public, admin=keys.admin)
     review = _open(svc, "adm", Policy(role="manager"))
-    assert svc.approve(review.id, reviewer="human:root@example.org").status == "approved"
-    svc.enroll_reviewer("human:dana@example.org", roles=["manager"], actor="human:root@example.org")
+    assert svc.approve(review.id, reviewer="human:root@example.org", signer=root).status == "approved"
+    # the admin role covers every role when deciding; it enrolls nobody (only an admin: actor does)
+    _refused(
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.enroll_reviewer(
+            "human:dana@example.org", roles=["manager"], tools=["*"], actor="human:root@example.org", admin=root
+        ),
+        "expected an admin: actor",
+    )
     assert verify_store(store).ok
 
 
-def test_deadline_refusals(svc: ReviewService, store: Store, store_url: str, clock: FakeClock) -> None:
+def test_deadline_refusals(svc: ReviewService, keys: Keys, store: Store, store_url: str, clock: FakeClock) -> None:
     late = _open(svc, "late", Policy(deadline_seconds=10))
     clock.advance(11)  # past the deadline, but nobody has run expire_due yet
     err = _refused(
-        store, store_url, DeadlinePassed, lambda: svc.approve(late.id, reviewer=ALICE), "before the deadline"
+        store,
+        store_url,
+        DeadlinePassed,
+        lambda: svc.approve(late.id, reviewer=ALICE, signer=keys.alice),
+        "before the deadline",
     )
     assert isinstance(err, ReviewError) and err.rule == 4
-    _refused(store, store_url, DeadlinePassed, lambda: svc.reject(late.id, reviewer=ALICE, reason="too late"))
     _refused(
         store,
         store_url,
         DeadlinePassed,
-        lambda: svc.edit(late.id, reviewer=ALICE, patch=[{"op": "replace", "path": "/amount", "value": 1}]),
+        lambda: svc.reject(late.id, reviewer=ALICE, signer=keys.alice, reason="too late"),
+    )
+    _refused(
+        store,
+        store_url,
+        DeadlinePassed,
+        lambda: svc.edit(
+            late.id, reviewer=ALICE, signer=keys.alice, patch=[{"op": "replace", "path": "/amount", "value": 1}]
+        ),
     )
     svc.expire_due()
-    _refused(store, store_url, ReviewClosed, lambda: svc.approve(late.id, reviewer=ALICE), "found it already expired")
+    _refused(
+        store,
+        store_url,
+        ReviewClosed,
+        lambda: svc.approve(late.id, reviewer=ALICE, signer=keys.alice),
+        "found it already expired",
+    )
     # exactly at the deadline is too late as well
     edge = _open(svc, "edge", Policy(deadline_seconds=5))
     assert edge.deadline is not None
     edge_clock_now = clock.peek()
     clock.advance((edge.deadline - edge_clock_now).total_seconds() - 0.001)  # the next reading is the deadline itself
-    _refused(store, store_url, DeadlinePassed, lambda: svc.approve(edge.id, reviewer=ALICE))
+    _refused(store, store_url, DeadlinePassed, lambda: svc.approve(edge.id, reviewer=ALICE, signer=keys.alice))
     assert verify_store(store).ok
 
 
@@ -340,7 +423,7 @@ EDIT_REFUSAL_NAMES = [
 ]
 
 
-def test_edit_refusals(svc: ReviewService, store: Store, store_url: str) -> None:
+def test_edit_refusals(svc: ReviewService, keys: Keys, store: Store, store_url: str) -> None:
     """Patches that do not apply, break the tool's schema, or carry numbers outside I-JSON."""
     r = _open(svc, "ed", tool_schema=TRANSFER_SCHEMA)
     for name, (patch, error, words) in zip(EDIT_REFUSAL_NAMES, EDIT_REFUSALS, strict=True):
@@ -349,7 +432,7 @@ def test_edit_refusals(svc: ReviewService, store: Store, store_url: str) -> None
                 store,
                 store_url,
                 error,
-                lambda p=patch: svc.edit(r.id, reviewer=ALICE, patch=p),
+                partial(svc.edit, r.id, reviewer=ALICE, signer=keys.alice, patch=patch),
                 words,
                 "expected",
                 "found",
@@ -359,11 +442,11 @@ def test_edit_refusals(svc: ReviewService, store: Store, store_url: str) -> None
     assert svc.get(r.id).status == "pending"
     # without a declared schema any patch that applies is fine
     r = _open(svc, "free")
-    done = svc.edit(r.id, reviewer=ALICE, patch=[{"op": "add", "path": "/colour", "value": "red"}])
+    done = svc.edit(r.id, reviewer=ALICE, signer=keys.alice, patch=[{"op": "add", "path": "/colour", "value": "red"}])
     assert done.final_args == {"amount": 100, "to": "bob", "colour": "red"}
 
 
-def test_refused_numbers_in_args_name_the_path(svc: ReviewService, store: Store, store_url: str) -> None:
+def test_refused_numbers_in_args_name_the_path(svc: ReviewService, keys: Keys, store: Store, store_url: str) -> None:
     cases = [
         ({"amount": float("nan")}, "amount"),
         ({"amount": float("inf"), "to": "x"}, "amount"),
@@ -373,17 +456,23 @@ def test_refused_numbers_in_args_name_the_path(svc: ReviewService, store: Store,
         ({"legs": [{"amount": 1}, {"amount": 10**30}]}, "legs[1].amount"),
     ]
     for args, path_end in cases:
-        err = _refused(
-            store, store_url, CanonicalFormError, lambda a=args: _open(svc, "num", args=a), "expected", "found"
-        )
-        assert isinstance(err, CanonicalFormError) and err.path.endswith(path_end), err.path
+        err = _refused(store, store_url, CanonicalFormError, partial(_open, svc, "num", args=args), "expected", "found")
+        assert isinstance(err, CanonicalFormError) and err.path.endswith(path_end), str(err)
     # and in a decision's payload or rationale
     r = _open(svc, "pl")
     err = _refused(
-        store, store_url, CanonicalFormError, lambda: svc.approve(r.id, reviewer=ALICE, payload={"tip": float("nan")})
+        store,
+        store_url,
+        CanonicalFormError,
+        lambda: svc.approve(r.id, reviewer=ALICE, signer=keys.alice, payload={"tip": float("nan")}),
     )
     assert isinstance(err, CanonicalFormError) and err.path == "$.payload.tip"
-    _refused(store, store_url, CanonicalFormError, lambda: svc.approve(r.id, reviewer=ALICE, rationale="bad \ud800"))
+    _refused(
+        store,
+        store_url,
+        CanonicalFormError,
+        lambda: svc.approve(r.id, reviewer=ALICE, signer=keys.alice, rationale="bad \ud800"),
+    )
 
 
 def test_refused_number_in_args_is_named_from_the_call(svc: ReviewService) -> None:
@@ -428,7 +517,7 @@ def test_open_refusals(svc: ReviewService, store: Store, store_url: str) -> None
         store,
         store_url,
         InvalidEntry,
-        lambda: svc.open_frontier([call("np", args=["x"])], actor=AGENT),
+        lambda: svc.open_frontier([call("np", args=["x"])], actor=AGENT),  # type: ignore[arg-type]
         "args",
         "JSON object",
     )
@@ -453,7 +542,7 @@ def test_duplicate_confirmation_ids_within_one_frontier(svc: ReviewService, stor
     _refused(store, store_url, DuplicateReview, lambda: svc.open_frontier([call("twin"), call("twin")], actor=AGENT))
 
 
-def test_resume_refusals(svc: ReviewService, store: Store, store_url: str) -> None:
+def test_resume_refusals(svc: ReviewService, keys: Keys, store: Store, store_url: str) -> None:
     front = svc.open_frontier([call("f1"), call("f2")], actor=AGENT)
     a, b = front.reviews
     _refused(
@@ -464,7 +553,7 @@ def test_resume_refusals(svc: ReviewService, store: Store, store_url: str) -> No
         "expected every review final",
         b.id,
     )
-    svc.approve(a.id, reviewer=ALICE)
+    svc.approve(a.id, reviewer=ALICE, signer=keys.alice)
     err = _refused(store, store_url, FrontierNotReady, lambda: svc.claim_resume(front.id, actor=AGENT), b.id)
     assert isinstance(err, ReviewError) and err.rule == 5
     _refused(
@@ -481,7 +570,7 @@ def test_resume_refusals(svc: ReviewService, store: Store, store_url: str) -> No
     assert verify_store(store).ok
 
 
-def test_execution_refusals(svc: ReviewService, store: Store, store_url: str) -> None:
+def test_execution_refusals(svc: ReviewService, keys: Keys, store: Store, store_url: str) -> None:
     front = svc.open_frontier([call("e1"), call("e2"), call("e3"), call("e4")], actor=AGENT)
     ok, edited, rejected, pending = front.reviews
     _refused(
@@ -491,9 +580,19 @@ def test_execution_refusals(svc: ReviewService, store: Store, store_url: str) ->
         lambda: svc.record_execution(pending.id, actor=AGENT, args={"amount": 100, "to": "bob"}),
         "found it pending",
     )
-    svc.approve(ok.id, reviewer=ALICE)
-    svc.edit(edited.id, reviewer=ALICE, patch=[{"op": "replace", "path": "/amount", "value": 1}])
-    svc.reject(rejected.id, reviewer=ALICE, reason="no")
+    svc.approve(ok.id, reviewer=ALICE, signer=keys.alice)
+    svc.edit(edited.id, reviewer=ALICE, signer=keys.alice, patch=[{"op": "replace", "path": "/amount", "value": 1}])
+    svc.reject(rejected.id, reviewer=ALICE, signer=keys.alice, reason="no")
+    # a tool runs only in the run resumed with the decision: not before its frontier's run.resumed
+    _refused(
+        store,
+        store_url,
+        ExecutionMismatch,
+        lambda: svc.record_execution(ok.id, actor=AGENT, args={"amount": 100, "to": "bob"}),
+        "expected its run resumed (run.resumed) before the tool ran",
+    )
+    svc.withdraw(pending.id, actor=AGENT, reason="the run moved on")
+    svc.claim_resume(front.id, actor=AGENT)
     err = _refused(
         store,
         store_url,
@@ -528,7 +627,9 @@ def test_execution_refusals(svc: ReviewService, store: Store, store_url: str) ->
     assert verify_store(store).ok
 
 
-def test_withdraw_and_enrolment_refusals(svc: ReviewService, store: Store, store_url: str) -> None:
+def test_withdraw_and_enrolment_refusals(
+    svc: ReviewService, keys: Keys, store: Store, store_url: str, key_path: Path
+) -> None:
     r = _open(svc, "w1")
     _refused(
         store,
@@ -539,37 +640,72 @@ def test_withdraw_and_enrolment_refusals(svc: ReviewService, store: Store, store
     )
     _refused(store, store_url, MissingReason, lambda: svc.withdraw(r.id, actor=AGENT, reason=" "))
     _refused(store, store_url, UnknownReview, lambda: svc.withdraw("rv_nope", actor=AGENT, reason="x"))
+    admin = keys.admin
+    eve = "human:eve@example.org"
     _refused(
-        store, store_url, NotAllowed, lambda: svc.enroll_reviewer(AGENT, roles=["teller"]), "expected a human: actor"
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.enroll_reviewer(AGENT, roles=["teller"], tools=["*"], admin=admin),
+        "expected a human: actor",
     )
     _refused(
         store,
         store_url,
         InvalidEntry,
-        lambda: svc.enroll_reviewer("human:eve@example.org", roles=[]),
+        lambda: svc.enroll_reviewer(eve, roles=[], tools=["*"], admin=admin),
         "at least one role",
     )
     _refused(
         store,
         store_url,
-        NotAllowed,
-        lambda: svc.enroll_reviewer("human:eve@example.org", roles=["admin"], actor=ALICE),
-        "enabled admin",
+        InvalidEntry,
+        lambda: svc.enroll_reviewer(eve, roles=["teller"], tools=[], admin=admin),
+        "tools: expected the tool globs",
+        "'*'",
     )
-    _refused(store, store_url, NotAllowed, lambda: svc.disable_reviewer(MALLORY, reason="x"), "not enrolled")
-    _refused(store, store_url, MissingReason, lambda: svc.disable_reviewer(BOB, reason=""))
-    _refused(store, store_url, NotAllowed, lambda: svc.disable_reviewer(ALICE, reason="coup", actor=BOB))
+    # nobody but an admin: actor with the admin key enrolls or disables: not a reviewer (even with her
+    # own key), not the service, not whoever holds the log key
+    for writer, signer in ((ALICE, keys.alice), (None, None), ("service:signoff", None)):
+        _refused(
+            store,
+            store_url,
+            NotAllowed,
+            partial(svc.enroll_reviewer, eve, roles=["admin"], tools=["*"], actor=writer, admin=signer),
+            "expected an admin: actor signing with an enrolled admin key",
+        )
+    _refused(
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.enroll_reviewer(eve, roles=["admin"], tools=["*"], admin=read_private_key(key_path)),
+        "admin key: expected a key enrolled on this log for an admin: actor",
+    )
+    _refused(
+        store, store_url, NotAllowed, lambda: svc.disable_reviewer(MALLORY, reason="x", admin=admin), "not enrolled"
+    )
+    _refused(store, store_url, MissingReason, lambda: svc.disable_reviewer(BOB, reason="", admin=admin))
+    _refused(
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.disable_reviewer(ALICE, reason="coup", actor=BOB, admin=keys.bob),
+        "expected an admin: actor",
+    )
+    _refused(
+        store, store_url, NotAllowed, lambda: svc.disable_reviewer(ALICE, reason="coup"), "expected an admin: actor"
+    )
 
 
 def test_expire_due_never_expires_early_and_never_decides(
-    svc: ReviewService, store: Store, store_url: str, clock: FakeClock
+    svc: ReviewService, keys: Keys, store: Store, store_url: str, clock: FakeClock
 ) -> None:
     r = _open(svc, "t", Policy(deadline_seconds=100))
     clock.advance(50)
     size, before = store.size(), snapshot(store_url)
     assert svc.expire_due() == []
     assert store.size() == size and snapshot(store_url) == before
-    svc.approve(r.id, reviewer=ALICE)
+    svc.approve(r.id, reviewer=ALICE, signer=keys.alice)
     clock.advance(500)
     assert svc.expire_due() == []  # decided in time: it stays approved
     assert svc.get(r.id).status == "approved"
@@ -578,9 +714,9 @@ def test_expire_due_never_expires_early_and_never_decides(
 # -- waiting -------------------------------------------------------------------------------
 
 
-def test_wait_returns_at_once_for_a_final_review_and_times_out_otherwise(svc: ReviewService) -> None:
+def test_wait_returns_at_once_for_a_final_review_and_times_out_otherwise(svc: ReviewService, keys: Keys) -> None:
     done = _open(svc, "wd")
-    svc.approve(done.id, reviewer=ALICE)
+    svc.approve(done.id, reviewer=ALICE, signer=keys.alice)
     started = time.monotonic()
     assert svc.wait_for_decision(done.id, timeout=5).status == "approved"  # type: ignore[union-attr]
     assert time.monotonic() - started < 0.5
@@ -614,12 +750,14 @@ def _wake_latency(
     return result, woke - started[0]
 
 
-def test_wait_wakes_at_once_when_a_decision_lands(svc: ReviewService, store_url: str) -> None:
+def test_wait_wakes_at_once_when_a_decision_lands(svc: ReviewService, keys: Keys, store_url: str) -> None:
     """From another thread on the same store (in-memory signal), from another connection to the
     same database (what another process has: SQLite data_version / PostgreSQL NOTIFY), and for
     a whole frontier; the latency bound includes the deciding call itself."""
     same = _open(svc, "th")
-    result, latency = _wake_latency(svc, lambda: svc.approve(same.id, reviewer=ALICE), review_id=same.id)
+    result, latency = _wake_latency(
+        svc, lambda: svc.approve(same.id, reviewer=ALICE, signer=keys.alice), review_id=same.id
+    )
     assert result is not None and result.status == "approved"
     assert latency < 0.5, latency
 
@@ -627,7 +765,9 @@ def test_wait_wakes_at_once_when_a_decision_lands(svc: ReviewService, store_url:
     other = open_store(store_url)
     try:
         other_svc = ReviewService(other)
-        result, latency = _wake_latency(svc, lambda: other_svc.approve(across.id, reviewer=ALICE), review_id=across.id)
+        result, latency = _wake_latency(
+            svc, lambda: other_svc.approve(across.id, reviewer=ALICE, signer=keys.alice), review_id=across.id
+        )
     finally:
         other.close()
     assert result is not None and result.status == "approved"
@@ -635,26 +775,31 @@ def test_wait_wakes_at_once_when_a_decision_lands(svc: ReviewService, store_url:
 
     front = svc.open_frontier([call("fa"), call("fb")], actor=AGENT)
     a, b = front.reviews
-    svc.approve(a.id, reviewer=ALICE)
+    svc.approve(a.id, reviewer=ALICE, signer=keys.alice)
     assert svc.wait_for_decision(frontier_id=front.id, timeout=0.3) is None  # one of two is not a frontier
-    result, latency = _wake_latency(svc, lambda: svc.reject(b.id, reviewer=ALICE, reason="no"), frontier_id=front.id)
+    result, latency = _wake_latency(
+        svc, lambda: svc.reject(b.id, reviewer=ALICE, signer=keys.alice, reason="no"), frontier_id=front.id
+    )
     assert result is not None and result.decided and latency < 0.5
 
 
-async def test_wait_async(svc: ReviewService) -> None:
+async def test_wait_async(svc: ReviewService, keys: Keys) -> None:
     r = _open(svc, "as")
-    timer = threading.Timer(0.2, lambda: svc.approve(r.id, reviewer=ALICE))
+    timer = threading.Timer(0.2, lambda: svc.approve(r.id, reviewer=ALICE, signer=keys.alice))
     timer.start()
     result = await svc.wait_for_decision_async(r.id, timeout=10)
     timer.join()
-    assert result is not None and result.status == "approved"
+    assert isinstance(result, Review) and result.status == "approved"
 
 
 @pytest.mark.slow
-def test_wait_wakes_when_another_process_decides(svc: ReviewService, store_url: str) -> None:
+def test_wait_wakes_when_another_process_decides(
+    svc: ReviewService, keys: Keys, store_url: str, tmp_path: Path
+) -> None:
     r = _open(svc, "proc")
+    alice_key = keys.write(ALICE, tmp_path / "alice.pem")  # the other process signs as alice
     proc = subprocess.Popen(
-        [sys.executable, str(FIXTURES / "approver.py"), store_url, r.id, ALICE],
+        [sys.executable, str(FIXTURES / "approver.py"), store_url, r.id, ALICE, str(alice_key)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -691,17 +836,17 @@ def test_wait_wakes_when_another_process_decides(svc: ReviewService, store_url: 
 
 
 def test_projection_rows_follow_the_log_in_the_same_transaction(
-    svc: ReviewService, store: Store, store_url: str
+    svc: ReviewService, keys: Keys, store: Store, store_url: str
 ) -> None:
     """After every operation the projection is exactly what verify rebuilds from the log."""
     front = svc.open_frontier([call("p1"), call("p2")], actor=AGENT)
     a, b = front.reviews
     steps: list[Callable[[], Any]] = [
-        lambda: svc.approve(a.id, reviewer=ALICE),
-        lambda: svc.reject(b.id, reviewer=ALICE, reason="no"),
+        lambda: svc.approve(a.id, reviewer=ALICE, signer=keys.alice),
+        lambda: svc.reject(b.id, reviewer=ALICE, signer=keys.alice, reason="no"),
         lambda: svc.claim_resume(front.id, actor=AGENT),
         lambda: svc.record_execution(a.id, actor=AGENT, args={"amount": 100, "to": "bob"}),
-        lambda: svc.disable_reviewer(BOB, reason="left"),
+        lambda: svc.disable_reviewer(BOB, reason="left", admin=keys.admin),
     ]
     for step in steps:
         step()

@@ -4,13 +4,15 @@ writes that raise and write nothing, streaming reads, and Merkle proofs from sto
 from __future__ import annotations
 
 import sqlite3
+import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from auditkit import AGENT, ALICE, PG_BASE, Db, backend_of, call, snapshot
+from auditkit import ADMIN, AGENT, ALICE, PG_BASE, Db, Keys, admin_draft, backend_of, call, key_body, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy.exc import SQLAlchemyError
@@ -21,25 +23,26 @@ from signoff.audit import (
     InvalidEntry,
     LogExists,
     LogNotFound,
+    NotAllowed,
     ReviewError,
     ReviewService,
-    Signer,
     Store,
     StoreError,
     merkle,
     open_store,
 )
+from signoff.audit.keys import read_private_key
+from signoff.audit.store import default_admin_key
 from signoff.audit.verify import verify_store
 
 STORAGE_ERRORS = (AuditError, SQLAlchemyError, sqlite3.Error, psycopg.Error)
+Draft = tuple[str, str, dict[str, Any], dict[str, str]]
 
 
-def _key_body(n: int | str) -> dict[str, Any]:
-    return {"actor": f"agent:k{n}", "key": Signer.generate().public, "alg": "Ed25519"}
-
-
-def _draft(n: int | str) -> tuple[str, str, dict[str, Any]]:
-    return ("service:bulk", "key.enrolled", _key_body(n))
+@pytest.fixture
+def draft(store: Store, keys: Keys) -> Callable[[int | str], Draft]:
+    """A ``key.enrolled`` draft the store may append itself: by the admin, signed with the admin key."""
+    return lambda n: admin_draft(store, keys.admin, key_body(n))
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -76,7 +79,7 @@ def test_postgres_scheme_alias(pg_url: str, key_path: Path) -> None:
     alias = "postgres://" + pg_url[len("postgresql://") :]
     store = open_store(alias)
     try:
-        assert store.init_log(key_path).size == 1
+        assert store.init_log(key_path).size == 2
     finally:
         store.close()
 
@@ -92,14 +95,47 @@ def test_empty_store_has_no_log(store_url: str) -> None:
         store.close()
 
 
-def test_init_creates_entry_zero(store: Store, tmp_path: Path) -> None:
+def test_init_creates_entry_zero_and_the_rules(store: Store, key_path: Path, tmp_path: Path) -> None:
     info = store.info()
-    assert info.size == 1 and info.id.startswith("log_") and info.public_key.startswith("ed25519:")
+    assert info.size == 2 and info.id.startswith("log_") and info.public_key.startswith("ed25519:")
     first = store.entry(0)
     assert first.kind == "key.enrolled" and first.actor == f"log:{info.id}" and first.body["key"] == info.public_key
+    # entry 1 states the rules (version 2, signed decisions) and the first admin's key, a key of its own
+    admin_file = default_admin_key(key_path)
+    assert admin_file.name == "log-key.admin.pem" and stat.S_IMODE(admin_file.stat().st_mode) == 0o600
+    admin = read_private_key(admin_file)
+    rules = store.entry(1)
+    assert (rules.kind, rules.actor) == ("log.configured", f"log:{info.id}")
+    assert rules.body == {
+        "rules": 2,
+        "decisions": "signed",
+        "admin": {"actor": ADMIN, "key": admin.public, "alg": "Ed25519"},
+    }
+    assert admin.public != info.public_key
+    assert (store.rules.version, store.rules.signed_decisions) == (2, True)
     with pytest.raises(LogExists):
         store.init_log(tmp_path / "other.pem")
-    assert not (tmp_path / "other.pem").exists()
+    assert not (tmp_path / "other.pem").exists() and not default_admin_key(tmp_path / "other.pem").exists()
+
+
+@pytest.mark.parametrize(("admin", "signed"), [("admin:ops", False), ("human:root@example.org", True), ("admin", True)])
+def test_init_names_its_admin_and_the_decision_rule(tmp_path: Path, admin: str, signed: bool) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    try:
+        if not admin.startswith("admin:"):
+            with pytest.raises(InvalidEntry, match="admin:"):
+                store.init_log(tmp_path / "k.pem", admin=admin, signed_decisions=signed)
+            assert not (tmp_path / "k.pem").exists() and not (tmp_path / "k.admin.pem").exists()
+            return
+        store.init_log(tmp_path / "k.pem", tmp_path / "elsewhere" / "ops.pem", admin=admin, signed_decisions=signed)
+        body = store.entry(1).body
+        assert body["decisions"] == "unsigned-allowed" and body["admin"]["actor"] == admin
+        assert body["admin"]["key"] == read_private_key(tmp_path / "elsewhere" / "ops.pem").public
+        assert not (tmp_path / "k.admin.pem").exists()
+        assert store.rules.signed_decisions is False
+        assert verify_store(store).ok
+    finally:
+        store.close()
 
 
 def test_concurrent_init_creates_exactly_one_log(pg_url: str, tmp_path: Path) -> None:
@@ -166,21 +202,21 @@ def test_first_open_by_several_processes_at_once(pg_server: str) -> None:
 # -- appending ----------------------------------------------------------------------------
 
 
-def test_append_moves_the_head_one_at_a_time(store: Store) -> None:
+def test_append_moves_the_head_one_at_a_time(store: Store, draft: Callable[[int | str], Draft]) -> None:
     seen = []
     for n in range(5):
         before = store.info()
-        item = store.append(*_draft(n))
+        item = store.append(*draft(n))
         assert (item.seq, item.prev) == (before.size, before.head)
         seen.append(item)
-    assert store.size() == 6
-    assert [e.hash for e in store.entries(1)] == [e.hash for e in seen]
+    assert store.size() == 7
+    assert [e.hash for e in store.entries(2)] == [e.hash for e in seen]
     assert verify_store(store).ok
 
 
-def test_append_many_is_one_group_commit(store: Store) -> None:
-    items = store.append_many([_draft(n) for n in range(50)])
-    assert [e.seq for e in items] == list(range(1, 51))
+def test_append_many_is_one_group_commit(store: Store, draft: Callable[[int | str], Draft]) -> None:
+    items = store.append_many([draft(n) for n in range(50)])
+    assert [e.seq for e in items] == list(range(2, 52))
     assert all(b.prev == a.hash for a, b in zip(items, items[1:], strict=False))
     assert store.info().head == items[-1].hash
     assert verify_store(store).ok
@@ -189,25 +225,28 @@ def test_append_many_is_one_group_commit(store: Store) -> None:
 @pytest.mark.parametrize(
     ("bad", "error"),
     [
-        (("service:bulk", "key.enrolled", {"actor": "agent:x", "n": float("nan")}), CanonicalFormError),
-        (("service:bulk", "key.enrolled", {"actor": "agent:x", "n": 2**53}), CanonicalFormError),
-        (("service:bulk", "key.teleported", {}), InvalidEntry),
+        ((ADMIN, "key.enrolled", {"actor": "agent:x", "n": float("nan")}), CanonicalFormError),
+        ((ADMIN, "key.enrolled", {"actor": "agent:x", "n": 2**53}), CanonicalFormError),
+        ((ADMIN, "key.teleported", {}), InvalidEntry),
         (("nobody", "key.enrolled", {}), InvalidEntry),
+        # well formed, but not the admin's: a service, or the admin without the admin key's signature
+        (("service:bulk", "key.enrolled", key_body("svc")), NotAllowed),
+        ((ADMIN, "key.enrolled", key_body("unsigned")), NotAllowed),
     ],
-    ids=["nan", "big-int", "bad-kind", "bad-actor"],
+    ids=["nan", "big-int", "bad-kind", "bad-actor", "service-enrolls", "unsigned-admin"],
 )
 def test_a_bad_draft_fails_the_whole_batch_and_writes_nothing(
-    store: Store, store_url: str, bad: Any, error: type
+    store: Store, store_url: str, draft: Callable[[int | str], Draft], bad: Any, error: type
 ) -> None:
-    store.append(*_draft("first"))
+    store.append(*draft("first"))
     size, before = store.size(), snapshot(store_url)
     with pytest.raises(error) as caught:
-        store.append_many([_draft(1), _draft(2), bad, _draft(3)])
+        store.append_many([draft(1), draft(2), bad, draft(3)])
     assert "expected" in str(caught.value) and "found" in str(caught.value)
     with pytest.raises(error):
         store.append(*bad)
     assert store.size() == size and snapshot(store_url) == before
-    if error is CanonicalFormError:
+    if isinstance(caught.value, CanonicalFormError):
         assert caught.value.path == "$.drafts[2].body.n"
 
 
@@ -227,21 +266,23 @@ def _failing_trigger(url: str, table: str) -> None:
             )
 
 
-def test_a_failed_write_raises_and_is_never_reported_done(store: Store, store_url: str) -> None:
-    store.append(*_draft("first"))
+def test_a_failed_write_raises_and_is_never_reported_done(
+    store: Store, store_url: str, draft: Callable[[int | str], Draft]
+) -> None:
+    store.append(*draft("first"))
     _failing_trigger(store_url, "signoff_entry")
     size, before = store.size(), snapshot(store_url)
     with pytest.raises(STORAGE_ERRORS) as caught:
-        store.append(*_draft(1))
+        store.append(*draft(1))
     assert "simulated storage failure" in str(caught.value)
     with pytest.raises(STORAGE_ERRORS):
-        store.append_many([_draft(2), _draft(3)])
+        store.append_many([draft(2), draft(3)])
     assert store.size() == size and snapshot(store_url) == before
 
 
-def test_a_failed_projection_write_rolls_back_the_entry(store: Store, store_url: str) -> None:
+def test_a_failed_projection_write_rolls_back_the_entry(store: Store, store_url: str, keys: Keys) -> None:
     svc = ReviewService(store)
-    svc.enroll_reviewer(ALICE, roles=["teller"])
+    svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=keys.alice.public, admin=keys.admin)
     _failing_trigger(store_url, "signoff_review")
     size, before = store.size(), snapshot(store_url)
     with pytest.raises(STORAGE_ERRORS) as caught:
@@ -265,11 +306,11 @@ def test_store_append_refuses_lifecycle_entries_that_break_the_rules(store: Stor
 # -- reading ------------------------------------------------------------------------------
 
 
-def test_streaming_reads_cross_chunk_boundaries(store: Store) -> None:
+def test_streaming_reads_cross_chunk_boundaries(store: Store, draft: Callable[[int | str], Draft]) -> None:
     import signoff.audit.store as store_module
 
     total = store_module.READ_CHUNK + 150
-    store.append_many([_draft(n) for n in range(total - 1)])
+    store.append_many([draft(n) for n in range(total - store.size())])
     assert store.size() == total
     seqs = [seq for seq, _h, _r in store.iter_raw()]
     assert seqs == list(range(total))
@@ -280,13 +321,13 @@ def test_streaming_reads_cross_chunk_boundaries(store: Store) -> None:
     assert verify_store(store).ok
 
 
-def test_entry_filters(store: Store) -> None:
+def test_entry_filters(store: Store, keys: Keys) -> None:
     svc = ReviewService(store)
-    svc.enroll_reviewer(ALICE, roles=["teller"])
+    svc.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=keys.alice.public, admin=keys.admin)
     front = svc.open_frontier([call("f1"), call("f2")], actor=AGENT)
     first, second = front.reviews
-    svc.approve(first.id, reviewer=ALICE)
-    svc.reject(second.id, reviewer=ALICE, reason="no")
+    svc.approve(first.id, reviewer=ALICE, signer=keys.alice)
+    svc.reject(second.id, reviewer=ALICE, reason="no", signer=keys.alice)
     assert [e.kind for e in store.entries(review=first.id)] == ["review.opened", "review.approved"]
     assert [e.body["review"] for e in store.entries(kind="review.opened")] == [first.id, second.id]
     assert [e.kind for e in store.entries(actor=ALICE)] == ["review.approved", "review.rejected"]
@@ -303,8 +344,10 @@ def test_missing_entry_says_what_it_expected(store: Store) -> None:
 # -- Merkle tree from stored nodes -------------------------------------------------------
 
 
-def test_roots_and_proofs_from_the_store_match_the_rfc9162_definitions(store: Store) -> None:
-    store.append_many([_draft(n) for n in range(36)])  # 37 leaves: several perfect subtrees
+def test_roots_and_proofs_from_the_store_match_the_rfc9162_definitions(
+    store: Store, draft: Callable[[int | str], Draft]
+) -> None:
+    store.append_many([draft(n) for n in range(37 - store.size())])  # 37 leaves: several perfect subtrees
     leaves = [bytes.fromhex(h[7:]) for _s, h, _r in store.iter_raw()]
     n = len(leaves)
     for size in range(1, n + 1):
@@ -335,31 +378,40 @@ def test_checkpoints_taken_between_batches_stay_consistent(tmp_path_factory: Any
     store = open_store(f"sqlite:///{tmp / 'cp.db'}")
     try:
         store.init_log(tmp / "k.pem")
+        admin = read_private_key(default_admin_key(tmp / "k.pem"))
         points = []
         for count in batches:
-            store.append_many([_draft(i) for i in range(count)])
+            store.append_many([admin_draft(store, admin, key_body(i)) for i in range(count)])
             points.append(store.checkpoint(tmp / "k.pem"))
+            assert store.size() == points[-1].size + 1  # the log records its checkpoint
         leaves = [bytes.fromhex(h[7:]) for _s, h, _r in store.iter_raw()]
         for point in points:
             assert point.verify(store.public_key)
             assert point.root == "sha256:" + merkle.root_from_leaves(leaves[: point.size]).hex()
+            recorded = store.entry(point.size)
+            assert (recorded.kind, recorded.body["root"], recorded.body["sig"]) == (
+                "log.checkpoint",
+                point.root,
+                point.sig,
+            )
         for old, new in zip(points, points[1:], strict=False):
             proof = store.consistency_proof(old.size, new.size)
             merkle.verify_consistency(
                 old.size, new.size, bytes.fromhex(old.root[7:]), bytes.fromhex(new.root[7:]), proof
             )
         assert [c.size for c in store.checkpoints()] == [p.size for p in points]
+        assert verify_store(store).ok
     finally:
         store.close()
 
 
-def test_writes_do_not_keep_a_connection_per_thread(store: Store) -> None:
+def test_writes_do_not_keep_a_connection_per_thread(store: Store, draft: Callable[[int | str], Draft]) -> None:
     threads = 12
     appended = threading.Barrier(threads + 1)
     release = threading.Event()
 
     def write(n: int) -> None:
-        store.append(*_draft(f"t{n}"))
+        store.append(*draft(f"t{n}"))
         appended.wait()
         release.wait(10)
 
@@ -368,7 +420,7 @@ def test_writes_do_not_keep_a_connection_per_thread(store: Store) -> None:
         thread.start()
     try:
         appended.wait(30)
-        held = store.write_engine.pool.checkedout()
+        held = store.write_engine.pool.checkedout()  # type: ignore[attr-defined]
     finally:
         release.set()
         for thread in pool:

@@ -4,7 +4,7 @@ would, and check that verification fails and names the right ``seq``.
 Each test works on a private copy of the pristine log (``auditkit.build_pristine`` lists its
 entries by name) on both backends. Careful forgeries (re-linked chains, rebuilt Merkle nodes)
 are first shown to pass the chain checks alone, so the defence the test is about (a kept
-checkpoint, a stored checkpoint, a signature) is the one that catches them.
+checkpoint, a checkpoint logged or stored, a signature) is the one that catches them.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from auditkit import ALICE, BOB, Case, Db, cli_argv, leaf, rebuild_tree, relink, run_cli_many
+from auditkit import ALICE, BOB, Case, Db, cli_argv, leaf, rebuild_tree, relink, run_cli_many, truncate
 
-from signoff.audit import Checkpoint, ReviewService, Signer, StoreError
+from signoff.audit import Checkpoint, ReviewService, Signer
 from signoff.audit.canonical import canonical
 from signoff.audit.errors import VerificationFailed
+from signoff.audit.keys import fingerprint
 from signoff.audit.verify import Report, verify_file, verify_store
 
 
@@ -44,8 +45,8 @@ def S(case: Case, name: str) -> int:  # noqa: N802 - reads like the table in bui
 def test_pristine_copy_verifies(case: Case) -> None:
     report = verify(case)
     assert report.ok, report.failure
-    assert report.size == case.meta["size"] == 24
-    assert report.checkpoints == 2
+    assert report.size == case.meta["size"] == 31
+    assert report.checkpoints == 3  # every checkpoint the log made is stored
     assert verify(case, against=case.meta["kept_end"]).ok
     mid = verify(case, against=case.meta["kept_mid"], incremental=True)
     assert mid.ok and mid.checked_from == case.meta["kept_mid"]["size"]
@@ -61,7 +62,7 @@ def _flip(raw: bytes, index: int) -> bytes:
 def test_flipped_byte_is_named(case: Case) -> None:
     """One bit flipped at the first, middle and last byte of several entries, one at a time."""
     with case.db() as db:
-        for name in ("log_key", "approve_r1", "resume_F1", "disable_bob", "tail_1"):
+        for name in ("log_key", "log_configured", "approve_r1", "edit_r2", "resume_F1", "disable_bob", "tail_1"):
             seq = S(case, name)
             raw = db.raw(seq)
             for index in (0, len(raw) // 2, len(raw) - 1):
@@ -117,7 +118,7 @@ def test_non_canonical_bytes_with_a_matching_hash_are_named(case: Case) -> None:
 
 def test_deleted_row_is_named(case: Case) -> None:
     with case.db() as db:
-        for name in ("log_key", "service_key", "resume_F2", "tail_0"):
+        for name in ("log_key", "log_configured", "service_key", "resume_F2", "checkpoint_first", "tail_0"):
             seq = S(case, name)
             with db.saved():
                 db.run(("DELETE FROM signoff_entry WHERE seq = ?", (seq,)))
@@ -126,10 +127,16 @@ def test_deleted_row_is_named(case: Case) -> None:
 
 
 def test_deleted_last_row_is_caught_by_a_kept_checkpoint(case: Case) -> None:
-    """Deleting the newest row is a truncation by one: only a checkpoint kept elsewhere shows it."""
-    last = case.meta["size"] - 1
+    """Deleting the newest entry a checkpoint covers is a truncation by one: with the log's record
+    of that checkpoint (the entry after it) and its stored row gone too, only the checkpoint kept
+    elsewhere shows it."""
+    last = S(case, "tail_1")
+    assert case.meta["kept_end"]["size"] == last + 1 == case.meta["size"] - 1
     with case.db() as db:
-        db.run(("DELETE FROM signoff_entry WHERE seq = ?", (last,)))
+        db.run(
+            ("DELETE FROM signoff_entry WHERE seq >= ?", (last,)),
+            ("DELETE FROM signoff_checkpoint WHERE size > ?", (last,)),
+        )
     found = failure(case, against=case.meta["kept_end"])
     assert found.seq == last
     assert "truncation" in found.rule
@@ -159,13 +166,16 @@ def test_swapped_rows_are_named(case: Case) -> None:
 
 def _truncate(db: Db, new_size: int, *, keep_checkpoints: bool = False) -> None:
     """Cut the log back to ``new_size`` entries the careful way: entries, the key rows they made,
-    checkpoints past the cut and the Merkle nodes all made consistent."""
+    checkpoints recorded past the cut and the Merkle nodes all made consistent."""
     rows = db.entries()
-    dropped_keys = [json.loads(raw)["body"]["key"] for _seq, _h, raw in rows[new_size:]]
+    dropped = [json.loads(raw) for _seq, _h, raw in rows[new_size:]]
+    enrolled = {data["body"]["key"] for data in dropped if data["kind"] == "key.enrolled"}
+    revoked = {data["body"]["key"] for data in dropped if data["kind"] == "key.revoked"}
+    assert revoked <= {fingerprint(key) for key in enrolled}, "this cut would have to bring a revoked key row back"
     statements: list[tuple[str, Any]] = [("DELETE FROM signoff_entry WHERE seq >= ?", (new_size,))]
-    statements += [("DELETE FROM signoff_key WHERE public_key = ?", (key,)) for key in dropped_keys]
-    if not keep_checkpoints:
-        statements.append(("DELETE FROM signoff_checkpoint WHERE size > ?", (new_size,)))
+    statements += [("DELETE FROM signoff_key WHERE public_key = ?", (key,)) for key in sorted(enrolled)]
+    if not keep_checkpoints:  # a checkpoint of size n is recorded at seq n
+        statements.append(("DELETE FROM signoff_checkpoint WHERE size >= ?", (new_size,)))
     rebuild_tree(db, [h for _s, h, _r in rows[:new_size]], statements)
 
 
@@ -182,7 +192,7 @@ def test_truncated_tail_is_caught_by_a_kept_checkpoint(case: Case) -> None:
 
 
 def test_stored_checkpoint_beyond_the_head_is_evidence_of_truncation(case: Case) -> None:
-    case.store.checkpoint(case.key)  # stored, size 24
+    case.store.checkpoint(case.key)  # stored, size 31
     new_size = S(case, "tail_0")
     with case.db() as db:
         _truncate(db, new_size, keep_checkpoints=True)
@@ -197,18 +207,37 @@ def _invocation(data: dict[str, Any]) -> None:
     data["body"]["invocation"] = "inv-forged"
 
 
-def test_relinked_rewrite_is_caught_by_a_kept_checkpoint(case: Case) -> None:
+def test_relinked_rewrite_is_caught_by_a_logged_checkpoint(case: Case) -> None:
+    """An unsigned entry rewritten and every later entry re-linked, the stored checkpoints it
+    contradicts dropped: the log's own record of the next checkpoint, signed by the log key
+    (which the forger does not hold), names it."""
     seq = S(case, "resume_F1")  # an agent's entry: unsigned, and no projection holds its body
     with case.db() as db:
         relink(db, seq, _invocation)
         assert json.loads(db.raw(seq))["body"]["invocation"] == "inv-forged"
-    assert verify(case).ok, "a re-linked rewrite without checkpoints passes the chain checks alone"
-    for kept in ("kept_mid", "kept_end"):
-        size = case.meta[kept]["size"]
-        for incremental in (False, True):
-            found = failure(case, against=case.meta[kept], incremental=incremental)
-            assert seq <= found.seq <= size - 1, (kept, incremental, str(found))
-            assert "checkpoint" in found.rule
+    for kept in (None, "kept_mid", "kept_end"):
+        found = failure(case, against=case.meta[kept] if kept else None)
+        assert (found.seq, found.rule) == (S(case, "checkpoint_first"), "logged checkpoint (RFC 9162 tree head)"), (
+            kept,
+            str(found),
+        )
+
+
+def test_relinked_rewrite_is_caught_by_a_kept_checkpoint(case: Case) -> None:
+    """The same rewrite after the last checkpoint but one, the log's record of the newest checkpoint
+    (the last entry) dropped too: the log alone passes, the checkpoint the auditor kept does not."""
+    seq = S(case, "resume_F6")  # unsigned, after kept_mid
+    with case.db() as db:
+        relink(db, seq, _invocation)
+        truncate(db, S(case, "checkpoint_end"))
+        assert json.loads(db.raw(seq))["body"]["invocation"] == "inv-forged"
+    assert verify(case).ok, "a re-linked rewrite after the last logged checkpoint passes the chain checks alone"
+    assert verify(case, against=case.meta["kept_mid"]).ok, "the older kept checkpoint says nothing of later entries"
+    size = case.meta["kept_end"]["size"]
+    for incremental in (False, True):
+        found = failure(case, against=case.meta["kept_end"], incremental=incremental)
+        assert found.seq is not None and seq <= found.seq <= size - 1, (incremental, str(found))
+        assert "kept checkpoint" in found.rule
 
 
 def test_relinked_rewrite_is_caught_by_a_stored_checkpoint(case: Case) -> None:
@@ -240,15 +269,22 @@ def _strip(path: tuple[str, ...], value: Any) -> Any:
 
 
 SIGNED_REWRITES = {
-    "log_key": _set(("body", "alg"), "ed25519"),  # the log's own key entry, signed by the log key
-    "alice_enrolled": _set(("body", "roles"), ["teller", "admin"]),  # the service, with its key
-    "approve_r1": _set(("body", "rationale"), "boss said so"),  # alice, with hers
+    "log_key": _set(("body", "note"), "rotated"),  # the log's own key entry, signed by the log key
+    "log_configured": _set(("body", "decisions"), "unsigned-allowed"),  # the rules, signed by the log key
+    "service_key": _set(("body", "actor"), "service:evil"),  # the admin, with the admin key
+    "alice_enrolled": _set(("body", "roles"), ["teller", "admin"]),
+    "approve_r1": _set(("body", "rationale"), "boss said so"),  # alice, with her key file
+    "edit_r2": _set(("body", "rationale"), "boss said so"),  # bob, with his passkey
     "reject_r3": _set(("body", "reason"), "approved by phone"),
-    "expire_r4": _set(("body", "note"), "never mind"),
+    "checkpoint_first": _set(("body", "at"), "2030-01-01T00:00:00.000000Z"),  # the log key
+    "expire_r4": _set(("body", "note"), "never mind"),  # the service, with its key
     "disable_bob": _set(("body", "reason"), "promoted"),
-    "tail_0": _set(("body", "actor"), "agent:evil"),  # after the last stored checkpoint
+    "tail_0": _set(("body", "actor"), "agent:evil"),  # after the last stored checkpoint but one
+    "revoke_tail_0": _set(("body", "reason"), "never mind"),
     # the forger drops the signature it cannot remake: an actor with a key signs every entry
     "approve_r7-sig-dropped": _strip(("body", "rationale"), "fine"),
+    "edit_r2-sig-dropped": _strip(("body", "rationale"), "fine"),
+    "expire_r4-sig-dropped": _strip(("body", "note"), "never mind"),
     "disable_bob-sig-dropped": _strip(("body", "reason"), "promoted"),
     "tail_1-sig-dropped": _strip(("body", "actor"), "agent:evil"),
 }
@@ -268,27 +304,57 @@ def test_relinked_rewrite_of_a_signed_entry_is_caught_by_its_signature(case: Cas
     assert not failures, "\n".join(failures)
 
 
+def test_relinked_swap_of_a_passkey_enrolment_is_caught_at_the_enrolment(case: Case) -> None:
+    """Bob enrolled his passkey himself, signed with the key derived from his one-time code (whose
+    public half the admin put on the log; the code itself never is). A forger who swaps in a passkey of
+    their own (and re-links the chain) is caught at that entry: without the code, no valid signature."""
+    from passkeys import SoftPasskey
+
+    mallory = SoftPasskey("ES256")
+    with case.db() as db:
+        relink(db, S(case, "bob_passkey"), lambda data: data["body"].update(mallory.passkey.to_body()))
+    found = failure(case)
+    assert (found.seq, found.rule) == (S(case, "bob_passkey"), "signature"), str(found)
+
+
 def test_rewritten_log_key_is_caught_by_a_pinned_key_or_kept_checkpoint(case: Case) -> None:
     """The forger replaces the log key itself and re-signs entry 0 and every log-signed entry."""
+    from signoff.audit import merkle
+    from signoff.audit.entry import format_hash, statement
+
     forger = Signer.generate()
     with case.db() as db:
+        log_id = db.log_id()
         rows = db.entries()
-        statements = []
+        statements: list[tuple[str, Any]] = []
         prev = "sha256:" + "0" * 64
         hashes = []
-        from signoff.audit.entry import statement
-
+        compact = merkle.CompactRange()
         for seq, _h, raw in rows:
             data = json.loads(raw)
-            if seq == 0:
-                data["body"]["key"] = forger.public
-                data["sig"] = forger.sign(statement(data["kind"], data["actor"], data["body"]))
+            if data["actor"] == f"log:{log_id}":  # entry 0, the rules, and every checkpoint's record
+                if seq == 0:
+                    data["body"]["key"] = forger.public
+                if data["kind"] == "log.checkpoint":
+                    point = {"log": log_id, "size": seq, "root": format_hash(compact.root()), "at": data["body"]["at"]}
+                    data["body"].update(root=point["root"], sig=forger.sign(canonical(point)))
+                    signed = json.dumps({**point, "sig": data["body"]["sig"]})
+                    statements.append(
+                        (
+                            "UPDATE signoff_checkpoint SET root = ?, signed = ? WHERE size = ?",
+                            (point["root"], signed, seq),
+                        )
+                    )
+                # entries 0 and 1 are signed as before any rules (no log id in the statement)
+                data["sig"] = forger.sign(
+                    statement(data["kind"], data["actor"], data["body"], log_id if seq > 1 else None)
+                )
             data["prev"] = prev
             new_raw = canonical(data)
             prev = leaf(new_raw)
             hashes.append(prev)
+            compact.append(bytes.fromhex(prev[7:]))
             statements.append(("UPDATE signoff_entry SET raw = ?, hash = ? WHERE seq = ?", (new_raw, prev, seq)))
-        statements.append(("DELETE FROM signoff_checkpoint", ()))
         statements.append(("UPDATE signoff_log SET public_key = ?", (forger.public,)))
         statements.append(
             (
@@ -412,6 +478,13 @@ PROJECTION_EDITS = {
         "alice_enrolled",
     ),
     "reviewer-tools": ("UPDATE signoff_reviewer SET tools = '[\"*\"]' WHERE id = ?", BOB, "bob_enrolled"),
+    "key-row-deleted": ("DELETE FROM signoff_key WHERE actor = ?", ALICE, "alice_enrolled"),
+    "passkey-row-deleted": ("DELETE FROM signoff_key WHERE actor = ?", BOB, "bob_passkey"),
+    "key-row-swapped": (
+        f"UPDATE signoff_key SET public_key = '{Signer.generate().public}' WHERE actor = ?",
+        ALICE,
+        "alice_enrolled",
+    ),
 }
 
 
@@ -455,7 +528,7 @@ def _edit_data(case: Case, review: str, change: Any) -> None:
 
 def test_edited_args_in_the_projection_are_caught_and_never_served(case: Case) -> None:
     """The queue's ``data`` holds the args a tool will run with: an edit there is named by the
-    verifier and refused by the service that would hand them to the tool."""
+    verifier, and the service never hands them out: it reads the review from its own log entries."""
 
     def change(data: dict[str, Any]) -> None:
         data["final_args"] = {"amount": 7000, "to": "mallory"}
@@ -463,8 +536,9 @@ def test_edited_args_in_the_projection_are_caught_and_never_served(case: Case) -
     _edit_data(case, "r7", change)
     found = failure(case)
     assert found.seq == S(case, "approve_r7") and "projection" in found.rule
-    with pytest.raises(StoreError, match="expected the projection's args to match the decision"):
-        ReviewService(case.store).get(case.meta["reviews"]["r7"])
+    served = ReviewService(case.store).get(case.meta["reviews"]["r7"])
+    assert (served.status, served.final_args) == ("approved", {"amount": 7, "to": "erin"})
+    assert served.decision_seq == S(case, "approve_r7")
 
 
 def test_edited_pending_args_in_the_projection_are_caught(case: Case) -> None:
@@ -488,7 +562,8 @@ def test_export_holds_the_exact_canonical_bytes(case: Case) -> None:
         assert export.read_bytes().splitlines() == [raw for _s, _h, raw in db.entries()]
     report = verify_file(export, against=Checkpoint.from_json(case.meta["kept_end"]))
     assert report.ok, report.failure
-    assert report.root == case.meta["kept_end"]["root"]
+    assert report.size == case.meta["size"] == case.meta["kept_end"]["size"] + 1  # and the checkpoint's record
+    assert report.root == "sha256:" + case.store.root().hex()
 
 
 @pytest.fixture
@@ -543,9 +618,9 @@ def test_offline_verify_names_the_seq(exported: Any, tmp_path: Path, capsys: Any
     seq = meta["seq"]
     last = len(lines) - 1
     edited = list(lines)
-    if variant == "flipped":  # bob's edit is unsigned: the next entry's prev link shows it
+    if variant == "flipped":  # bob's edit: its passkey signature shows it
         edited[seq["edit_r2"]] = edited[seq["edit_r2"]].replace(b"typo", b"typp")
-        expected = (seq["edit_r2"], seq["edit_r2"] + 1)
+        expected = (seq["edit_r2"],)
     elif variant == "dropped":
         del edited[seq["exec_r2"]]
         expected = (seq["exec_r2"],)
@@ -553,11 +628,13 @@ def test_offline_verify_names_the_seq(exported: Any, tmp_path: Path, capsys: Any
         a, b = seq["opened_r1"], seq["opened_r2"]
         edited[a], edited[b] = edited[b], edited[a]
         expected = (a,)
-    elif variant == "tail-cut":  # only the kept checkpoint of 24 entries shows it
+    elif variant == "tail-cut":  # only the kept checkpoint of 30 entries shows it
         edited = edited[: seq["tail_1"]]
         expected = (seq["tail_1"],)
-    elif variant == "last-flipped":  # no next entry: its signature (and the kept checkpoint) shows it
-        edited[last] = edited[last].replace(b"agent:tail-1", b"agent:tail-9")
+    elif variant == "last-flipped":  # no next entry: the log key's signature on it shows it
+        start = edited[last].index(b'"root":"sha256:') + len(b'"root":"sha256:')
+        digit = b"1" if edited[last][start : start + 1] != b"1" else b"2"
+        edited[last] = edited[last][:start] + digit + edited[last][start + 1 :]
         expected = (last,)
     else:
         edited[seq["resume_F2"]] = edited[seq["resume_F2"]].replace(b'"kind":"', b'"kind": "')

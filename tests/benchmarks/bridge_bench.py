@@ -7,10 +7,13 @@ Prints one JSON object. For each backend (SQLite file; PostgreSQL when reachable
 * ``in_process``: the resumer (``serve()``) runs in the process that records the decision;
 * ``cross_process``: the resumer runs in another process, woken through the store (SQLite
   ``data_version`` / PostgreSQL ``LISTEN/NOTIFY``);
+* ``api_server``: the deployment without Python glue: ``adk api_server`` serves the app (the pause
+  is a real ``POST /run``) and the ``signoff resume`` sidecar resumes it (the tool runs there);
 * ``adk_floor``: the same app without Signoff; the clock starts when the resume message is handed
   to ``run_async`` (ADK's own pause-and-resume cost: session load, confirmation replay, tool start).
 
-Latency is from the decision's commit returning (``approve()``) to the first line of the tool.
+Latency is from the decision's commit returning (``approve()``, signed with the reviewer's key) to
+the first line of the tool.
 Target: cross-process p50 < 150 ms, p95 < 500 ms. Bounded: about a minute on two cores.
 """
 
@@ -21,6 +24,7 @@ import asyncio
 import json
 import os
 import secrets
+import socket
 import statistics
 import subprocess
 import sys
@@ -47,10 +51,15 @@ from google.adk.tools.tool_confirmation import ToolConfirmation  # noqa: E402
 from google.genai import types  # noqa: E402
 
 from signoff import bridge  # noqa: E402
+from signoff.audit import ReviewService, Signer, open_store  # noqa: E402
+from signoff.audit.keys import read_private_key  # noqa: E402
+from signoff.audit.store import default_admin_key  # noqa: E402
 
 REVIEWER = "human:bench@example.org"
 APP = "bench"
 TIMES_ENV = "SIGNOFF_BENCH_TIMES"
+STORE_ENV = "SIGNOFF_BENCH_STORE"  # the api-server app's store (see AGENT_MODULE)
+REVIEWER_KEY = Signer.generate()  # the reviewer's own key: every decision is signed
 WARMUP = 2  # first runs of each configuration (imports, caches, connections) are not counted
 _started: dict[int, float] = {}
 
@@ -81,15 +90,18 @@ def pay(n: int, tool_context: ToolContext) -> dict[str, Any]:
     return {"paid": n}
 
 
-def runner_for(signoff: bridge.Signoff | None, sessions: str) -> Runner:
+def app_for(signoff: bridge.Signoff | None) -> App:
     agent = LlmAgent(name="payer", model=Model(), tools=[FunctionTool(pay, require_confirmation=True)])
-    app = App(
+    return App(
         name=APP,
         root_agent=agent,
         plugins=[signoff.plugin()] if signoff is not None else [],
         resumability_config=ResumabilityConfig(is_resumable=True),
     )
-    return Runner(app=app, session_service=SqliteSessionService(db_path=sessions))
+
+
+def runner_for(signoff: bridge.Signoff | None, sessions: str) -> Runner:
+    return Runner(app=app_for(signoff), session_service=SqliteSessionService(db_path=sessions))
 
 
 async def pause(runner: Runner, n: int) -> tuple[str, list[Any]]:
@@ -115,10 +127,20 @@ def summary(samples: list[float]) -> dict[str, Any]:
 
 
 def init_store(url: str, key: Path) -> None:
-    signoff = bridge.Signoff(url, init_key=key, default=False)
-    if signoff.reviews.reviewer(REVIEWER) is None:
-        signoff.reviews.enroll_reviewer(REVIEWER, roles=["bench"], tools=["*"])
-    signoff.close()
+    """A new log (``audit init``), with the reviewer and their key enrolled by the admin."""
+    store = open_store(url)
+    try:
+        store.init_log(key)
+        admin = read_private_key(default_admin_key(key))
+        ReviewService(store).enroll_reviewer(
+            REVIEWER, roles=["bench"], tools=["*"], key=REVIEWER_KEY.public, admin=admin
+        )
+    finally:
+        store.close()
+
+
+def approve(signoff: bridge.Signoff, review_id: str) -> None:
+    signoff.reviews.approve(review_id, reviewer=REVIEWER, signer=REVIEWER_KEY)
 
 
 async def bench_floor(tmp: Path, samples: int) -> dict[str, Any]:
@@ -158,7 +180,7 @@ async def bench_in_process(url: str, tmp: Path, samples: int, tag: str) -> dict[
         n = base + i
         await pause(runner, n)
         [review] = signoff.reviews.pending()
-        await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER)
+        await asyncio.to_thread(approve, signoff, review.id)
         t0 = time.time()
         while n not in _started:
             await asyncio.sleep(0.0005)
@@ -192,7 +214,7 @@ async def bench_cross_process(url: str, tmp: Path, samples: int, tag: str) -> di
             n = 20_000 + i
             await pause(runner, n)
             [review] = signoff.reviews.pending()
-            await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER)
+            await asyncio.to_thread(approve, signoff, review.id)
             t0 = time.time()
             started = None
             while started is None:
@@ -211,6 +233,110 @@ async def bench_cross_process(url: str, tmp: Path, samples: int, tag: str) -> di
     finally:
         server.terminate()
         server.wait(10)
+
+
+AGENT_MODULE = '''"""The bench app, served by `adk api_server` and loaded by `signoff resume` (bridge_bench.py)."""
+import os
+
+from bridge_bench import STORE_ENV, app_for
+
+from signoff import bridge
+
+signoff = bridge.Signoff(os.environ[STORE_ENV])
+app = app_for(signoff)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def started_at(times: Path, n: int) -> float | None:
+    for line in times.read_text().splitlines():
+        k, v = line.split()
+        if int(k) == n:
+            return float(v)
+    return None
+
+
+async def bench_api_server(url: str, tmp: Path, samples: int, tag: str) -> dict[str, Any]:
+    """``adk api_server`` pauses (``POST /run``), the ``signoff resume`` sidecar resumes: no Python glue."""
+    import httpx
+
+    agents = tmp / f"{tag}-agents"
+    (agents / APP).mkdir(parents=True)
+    (agents / APP / "__init__.py").write_text("from . import agent  # noqa: F401\n")
+    (agents / APP / "agent.py").write_text(AGENT_MODULE)
+    sessions = f"sqlite:///{tmp / f'{tag}-api-sessions.db'}"  # absolute path: sqlite:////tmp/...
+    times = tmp / f"{tag}-api-times.txt"
+    times.write_text("")
+    here = str(Path(__file__).resolve().parent)
+    env = {**os.environ, STORE_ENV: url, TIMES_ENV: str(times), "PYTHONPATH": os.pathsep.join([here, str(ROOT)])}
+    bin_dir = Path(sys.executable).parent
+    port = free_port()
+    logs = [(tmp / f"{tag}-{name}.log").open("wb") for name in ("api_server", "sidecar")]
+    server = subprocess.Popen(
+        [str(bin_dir / "adk"), "api_server", "--host", "127.0.0.1", "--port", str(port)]
+        + ["--session_service_uri", sessions, "--no-reload", str(agents)],
+        env=env,
+        cwd=tmp,
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
+    sidecar = subprocess.Popen(
+        [str(bin_dir / "signoff"), "resume", "--agents-dir", str(agents), "--app", f"{APP}.agent:app"]
+        + ["--sessions", sessions, "--actor", f"agent:bench-{tag}-sidecar", "--max-wait", "1"],
+        env=env,
+        cwd=tmp,
+        stdout=logs[1],
+        stderr=subprocess.STDOUT,
+    )
+    signoff = bridge.Signoff(url, default=False)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            while True:
+                if server.poll() is not None or sidecar.poll() is not None:
+                    raise SystemExit(f"api_server or sidecar exited; see {tmp}/{tag}-*.log")
+                try:
+                    if (await http.get("/list-apps")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await asyncio.sleep(0.05)
+            out = []
+            base = 40_000 if tag == "sqlite" else 50_000
+            for i in range(samples + WARMUP):
+                n = base + i
+                created = await http.post(f"/apps/{APP}/users/u/sessions", json={})
+                sid = created.json()["id"]
+                body = {"appName": APP, "userId": "u", "sessionId": sid}
+                paused = await http.post(
+                    "/run", json={**body, "newMessage": {"role": "user", "parts": [{"text": str(n)}]}}
+                )
+                paused.raise_for_status()
+                review = await asyncio.to_thread(signoff.reviews.find, sid, call_id="call-pay")
+                assert review is not None, f"no review opened for session {sid}"
+                await asyncio.to_thread(approve, signoff, review.id)
+                t0 = time.time()
+                started = None
+                while started is None:
+                    started = started_at(times, n)
+                    if started is None:
+                        await asyncio.sleep(0.001)
+                if i >= WARMUP:
+                    out.append(started - t0)
+                while not signoff.reviews.get(review.id).executed:
+                    await asyncio.sleep(0.002)
+        return summary(out)
+    finally:
+        signoff.close()
+        for proc in (sidecar, server):
+            proc.terminate()
+            proc.wait(30)
+        for f in logs:
+            f.close()
 
 
 async def serve(url: str, sessions: str, ready: str) -> None:
@@ -253,6 +379,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 result[tag] = {
                     "in_process": await bench_in_process(url, tmp, args.samples, tag),
                     "cross_process": await bench_cross_process(url, tmp, args.samples, tag),
+                    "api_server": await bench_api_server(url, tmp, args.samples, tag),
                 }
             finally:
                 if cleanup is not None:

@@ -54,17 +54,19 @@ def session_service(spec: str) -> BaseSessionService:
 def root_for(kind: str) -> Any:
     if kind == "single":
         return single_agent(transfer_script(amount=5000, to="acct-x"))
+    if kind == "callbacks":  # no plugin in the App: apply_reviewed_args is the only Signoff hook
+        return single_agent(transfer_script(amount=5000, to="acct-x"), callbacks=True)
     if kind == "sequential":
         return sequential_agent()
     if kind == "workflow":
         return workflow_agent()
-    raise SystemExit(f"kind: expected single, sequential or workflow, found {kind!r}")
+    raise SystemExit(f"kind: expected single, callbacks, sequential or workflow, found {kind!r}")
 
 
 async def pause(store_url: str, sessions: str, kind: str = "single") -> dict[str, Any]:
     signoff = bridge.Signoff(store_url)
     service = session_service(sessions)
-    runner = Runner(app=make_app(root_for(kind), signoff), session_service=service)
+    runner = Runner(app=make_app(root_for(kind), signoff, plugin=kind != "callbacks"), session_service=service)
     sid = await new_session(service)
     await run_turn(runner, sid, '{"amount": 5000, "to": "acct-x"}' if kind == "workflow" else "pay acct-x")
     signoff.close()
@@ -76,7 +78,7 @@ async def resume(
 ) -> list[dict[str, Any]]:
     signoff = bridge.Signoff(store_url)
     service = session_service(sessions)
-    runner = Runner(app=make_app(root_for(kind), signoff), session_service=service)
+    runner = Runner(app=make_app(root_for(kind), signoff, plugin=kind != "callbacks"), session_service=service)
 
     def hook(step: str, frontier: str) -> None:
         if step == crash_at:

@@ -6,6 +6,7 @@ from plain names and environment variables.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import warnings
@@ -13,6 +14,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.adk.agents import LlmAgent, SequentialAgent
 from google.adk.apps import App, ResumabilityConfig
 from google.adk.events.event import Event
@@ -26,11 +28,21 @@ from google.adk.tools import FunctionTool, ToolContext
 from google.genai import types
 
 from signoff import bridge
+from signoff.audit import Signer
 
 warnings.filterwarnings("ignore", category=UserWarning)
 
 REVIEWER = "human:alice@example.org"
 RUNS_ENV = "SIGNOFF_TEST_RUNS"
+
+
+def key_of(actor: str) -> Signer:
+    """A reviewer's own Ed25519 key for the tests, the same in every process (derived from the name)."""
+    seed = hashlib.sha256(b"signoff test key\x00" + actor.encode()).digest()
+    return Signer(Ed25519PrivateKey.from_private_bytes(seed))
+
+
+REVIEWER_KEY = key_of(REVIEWER)
 
 
 class ScriptedLlm(BaseLlm):

@@ -11,10 +11,12 @@ if str(ROOT) not in sys.path:  # the repository root, when pytest is not run as 
     sys.path.insert(0, str(ROOT))
 
 import pytest  # noqa: E402
-from _support import REVIEWER, RUNS_ENV  # noqa: E402
+from _support import REVIEWER, REVIEWER_KEY, RUNS_ENV, key_of  # noqa: E402
 
 from signoff import bridge  # noqa: E402
-from signoff.audit import Store, open_store  # noqa: E402
+from signoff.audit import ReviewService, Store, open_store  # noqa: E402
+from signoff.audit.keys import read_private_key  # noqa: E402
+from signoff.audit.store import default_admin_key  # noqa: E402
 from signoff.audit.verify import verify_store  # noqa: E402
 
 PG_URL = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -24,11 +26,11 @@ def _init(url: str, key: Path) -> str:
     store = open_store(url)
     try:
         store.init_log(key)
-        from signoff.audit import ReviewService
-
+        admin = read_private_key(default_admin_key(key))
         svc = ReviewService(store)
-        svc.enroll_reviewer(REVIEWER, roles=["teller"], tools=["*"])
-        svc.enroll_reviewer("human:bob@example.org", roles=["intern"], tools=["lookup"])
+        svc.enroll_reviewer(REVIEWER, roles=["teller"], tools=["*"], key=REVIEWER_KEY.public, admin=admin)
+        bob = "human:bob@example.org"
+        svc.enroll_reviewer(bob, roles=["intern"], tools=["lookup"], key=key_of(bob).public, admin=admin)
     finally:
         store.close()
     return url

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _support import REVIEWER, Harness, fc, runs, single_agent
+from _support import REVIEWER, REVIEWER_KEY, Harness, fc, runs, single_agent
 from conftest import ROOT
 
 from signoff import bridge
@@ -30,9 +30,14 @@ async def test_executed_digests_match_decisions_and_audit_verify_passes(
     h = Harness(signoff, single_agent(script), tmp_path)
     await h.start()
     by_call = {r.call.call_id: r for r in signoff.reviews.pending()}
-    signoff.reviews.approve(by_call["c1"].id, reviewer=REVIEWER)
-    signoff.edit(by_call["c2"].id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/to", "value": "b2"}])
-    signoff.reviews.reject(by_call["c3"].id, reviewer=REVIEWER, reason="no")
+    signoff.reviews.approve(by_call["c1"].id, reviewer=REVIEWER, signer=REVIEWER_KEY)
+    signoff.edit(
+        by_call["c2"].id,
+        reviewer=REVIEWER,
+        signer=REVIEWER_KEY,
+        patch=[{"op": "replace", "path": "/to", "value": "b2"}],
+    )
+    signoff.reviews.reject(by_call["c3"].id, reviewer=REVIEWER, signer=REVIEWER_KEY, reason="no")
     await h.resume()
 
     decided = {}

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from _support import REVIEWER, Harness, runs, single_agent, transfer_script
+from _support import REVIEWER, REVIEWER_KEY, Harness, runs, single_agent, transfer_script
 from conftest import ROOT, assert_bound
 
 from signoff import bridge
@@ -61,9 +61,14 @@ async def _paused_sessions(signoff: bridge.Signoff, tmp_path: Path, count: int) 
         sessions.append(h.session_id)
     for i, review in enumerate(signoff.reviews.pending(limit=1000)):
         if i % 2:
-            signoff.edit(review.id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": i}])
+            signoff.edit(
+                review.id,
+                reviewer=REVIEWER,
+                signer=REVIEWER_KEY,
+                patch=[{"op": "replace", "path": "/amount", "value": i}],
+            )
         else:
-            signoff.reviews.approve(review.id, reviewer=REVIEWER)
+            signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     return sessions
 
 

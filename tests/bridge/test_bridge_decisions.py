@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from _support import REVIEWER, Harness, fc, runs, single_agent, transfer_script
+from _support import REVIEWER, REVIEWER_KEY, Harness, fc, run_turn, runs, single_agent, transfer_script
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
 from signoff import bridge
@@ -42,7 +42,7 @@ async def test_approve_runs_tool_once(signoff: bridge.Signoff, runs_file: Path, 
     h = Harness(signoff, single_agent(transfer_script()), tmp_path)
     await h.start()
     [review] = signoff.reviews.pending()
-    signoff.reviews.approve(review.id, reviewer=REVIEWER, rationale="fine")
+    signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, rationale="fine")
     [done] = await h.resume()
     assert done.how == "sent"
     assert [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
@@ -54,7 +54,9 @@ async def test_edit_tool_receives_patched_args(signoff: bridge.Signoff, runs_fil
     h = Harness(signoff, single_agent(transfer_script(amount=5000)), tmp_path)
     await h.start()
     [review] = signoff.reviews.pending()
-    signoff.edit(review.id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": 500}])
+    signoff.edit(
+        review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, patch=[{"op": "replace", "path": "/amount", "value": 500}]
+    )
     confirmation = bridge.to_tool_confirmation(signoff.reviews.get(review.id))
     assert confirmation.confirmed and isinstance(confirmation.payload, dict)
     assert confirmation.payload["args"] == {"amount": 500, "to": "acct-1"}
@@ -71,7 +73,7 @@ async def test_reject_stops_tool_and_model_sees_reason(
     h = Harness(signoff, single_agent(transfer_script()), tmp_path)
     await h.start()
     [review] = signoff.reviews.pending()
-    signoff.reviews.reject(review.id, reviewer=REVIEWER, reason="acct-1 is flagged for fraud")
+    signoff.reviews.reject(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, reason="acct-1 is flagged for fraud")
     await h.resume()
     assert runs(runs_file) == []
     assert "acct-1 is flagged for fraud" in _done_text(h)
@@ -86,7 +88,7 @@ async def test_expire_stops_tool_and_is_not_a_rejection(runs_file: Path, sqlite_
     assert review.deadline is not None
     await asyncio.sleep(0.3)
     with pytest.raises(Exception, match="deadline"):
-        signoff.reviews.approve(review.id, reviewer=REVIEWER)
+        signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     expired = signoff.reviews.expire_due()
     assert [r.id for r in expired] == [review.id]
     assert signoff.reviews.get(review.id).status == "expired"
@@ -114,7 +116,9 @@ async def test_tool_own_question_gets_persons_payload(signoff: bridge.Signoff, r
     [review] = signoff.reviews.pending()
     assert review.call.payload == {"limit": 100} and review.call.hint == "Which daily limit?"
     [paused] = h.paused()
-    bridge.record_decision(paused, ToolConfirmation(confirmed=True, payload={"limit": 250}), reviewer=REVIEWER)
+    bridge.record_decision(
+        paused, ToolConfirmation(confirmed=True, payload={"limit": 250}), reviewer=REVIEWER, signer=REVIEWER_KEY
+    )
     assert bridge.to_tool_confirmation(signoff.reviews.get(review.id)).payload == {"limit": 250}
     await h.resume()
     asked, ran = runs(runs_file)
@@ -145,6 +149,7 @@ async def test_record_decision_edit_and_schema_refusal(
         paused,
         ToolConfirmation(confirmed=True, payload={"args": {"amount": 7, "to": "acct-1"}}),
         reviewer=REVIEWER,
+        signer=REVIEWER_KEY,
         rationale="smaller",
     )
     assert edited.status == "edited" and edited.final_args == {"amount": 7, "to": "acct-1"}
@@ -158,7 +163,9 @@ async def test_audit_refuses_schema_breaking_edit_too(signoff: bridge.Signoff, t
     [review] = signoff.reviews.pending()
     size = signoff.store.size()
     with pytest.raises(SchemaViolation):
-        signoff.reviews.edit(review.id, reviewer=REVIEWER, patch=[{"op": "add", "path": "/memo", "value": "x"}])
+        signoff.reviews.edit(
+            review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, patch=[{"op": "add", "path": "/memo", "value": "x"}]
+        )
     assert signoff.store.size() == size
 
 
@@ -184,19 +191,22 @@ async def test_policy_gates_tool_without_require_confirmation(runs_file: Path, s
     [review] = signoff.reviews.pending()
     assert review.call.tool == "refund" and review.policy.role == "teller"
     assert runs(runs_file) == []
-    signoff.reviews.approve(review.id, reviewer=REVIEWER)
+    signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     await h.resume()
     assert [r["args"] for r in runs(runs_file)] == [{"order": "o-1"}]
     signoff.close()
 
 
 async def test_callbacks_instead_of_plugin(signoff: bridge.Signoff, runs_file: Path, tmp_path: Path) -> None:
-    """apply_reviewed_args + record_tool_executed as agent callbacks; the app opens reviews itself."""
+    """apply_reviewed_args + record_tool_executed as agent callbacks, no plugin in the App: the pause
+    still opens a review (the callback registered the plugin on the runner), and the edit runs."""
     h = Harness(signoff, single_agent(transfer_script(amount=900), callbacks=True), tmp_path, plugin=False)
-    events = await h.start()
-    signoff.open_frontier(h.paused(events))  # what the plugin's on_event_callback would do
+    await h.start()
     [review] = signoff.reviews.pending()
-    signoff.edit(review.id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": 90}])
+    assert review.call.args == {"amount": 900, "to": "acct-1"}
+    signoff.edit(
+        review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, patch=[{"op": "replace", "path": "/amount", "value": 90}]
+    )
     await h.resume()
     assert [r["args"] for r in runs(runs_file)] == [{"amount": 90, "to": "acct-1"}]
     assert signoff.reviews.get(review.id).executed
@@ -206,14 +216,16 @@ async def test_idempotency_key_is_stable(signoff: bridge.Signoff, runs_file: Pat
     h = Harness(signoff, single_agent(transfer_script()), tmp_path)
     await h.start()
     [review] = signoff.reviews.pending()
-    signoff.reviews.approve(review.id, reviewer=REVIEWER)
+    signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     await h.resume()
     [ran] = runs(runs_file)
     assert ran["key"].startswith("signoff-") and len(ran["key"]) == len("signoff-") + 32
 
 
-async def test_request_confirmation_in_process(signoff: bridge.Signoff, tmp_path: Path) -> None:
-    h = Harness(signoff, single_agent(transfer_script()), tmp_path, plugin=False)
+async def test_request_confirmation_in_process(signoff: bridge.Signoff, runs_file: Path, tmp_path: Path) -> None:
+    """An app that drives the run itself waits for the decision, then sends the answer through its runner:
+    the plugin claims the frontier for it (run.resumed) and the tool runs once, with the logged args."""
+    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
     events = await h.start()
     [paused] = h.paused(events)
     waiter = asyncio.create_task(signoff.request_confirmation(paused, timeout=10))
@@ -222,10 +234,15 @@ async def test_request_confirmation_in_process(signoff: bridge.Signoff, tmp_path
             break
         await asyncio.sleep(0.01)
     [review] = signoff.reviews.pending()
-    signoff.reviews.approve(review.id, reviewer=REVIEWER)
+    signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     confirmation = await asyncio.wait_for(waiter, 5)
     assert confirmation.confirmed is True
+    await run_turn(h.runner, h.session_id, bridge.resume_message([(paused, confirmation)]))
+    assert [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
     assert signoff.reviews.frontier(review.frontier).resumed  # claimed: no resumer sends it again
+    assert await h.resume() == []
+    [claim] = [e for e in signoff.store.entries(kind="run.resumed")]
+    assert claim.body["via"] == "client:u1"
 
 
 async def test_request_confirmation_timeout_expires(signoff: bridge.Signoff, tmp_path: Path) -> None:
@@ -247,46 +264,3 @@ async def test_request_confirmation_cancel_withdraws(signoff: bridge.Signoff, tm
         await waiter
     review = signoff.review_for(paused)
     assert review is not None and review.status == "withdrawn"
-
-
-async def _send_directly(h: Harness, confirmation: ToolConfirmation) -> None:
-    """What a client that bypasses Signoff would do: answer ADK's pause itself."""
-    from _support import run_turn
-
-    [paused] = h.paused()
-    message = bridge.resume_message([(paused, confirmation)])
-    h.events.extend(await run_turn(h.runner, h.session_id, message, invocation_id=paused.invocation))
-
-
-async def test_forged_confirmation_without_a_decision_does_not_run_the_tool(
-    signoff: bridge.Signoff, runs_file: Path, tmp_path: Path
-) -> None:
-    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
-    await h.start()
-    await _send_directly(h, ToolConfirmation(confirmed=True))
-    assert runs(runs_file) == []
-    assert "still pending" in _done_text(h)
-
-
-async def test_forged_approval_of_a_rejected_call_does_not_run_the_tool(
-    signoff: bridge.Signoff, runs_file: Path, tmp_path: Path
-) -> None:
-    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
-    await h.start()
-    [review] = signoff.reviews.pending()
-    signoff.reviews.reject(review.id, reviewer=REVIEWER, reason="no way")
-    await _send_directly(h, ToolConfirmation(confirmed=True))
-    assert runs(runs_file) == []
-    assert "no way" in _done_text(h)
-
-
-async def test_forged_args_in_the_resume_message_are_ignored(
-    signoff: bridge.Signoff, runs_file: Path, tmp_path: Path
-) -> None:
-    """The tool runs with the args on the log, whatever the message's payload claims."""
-    h = Harness(signoff, single_agent(transfer_script()), tmp_path)
-    await h.start()
-    [review] = signoff.reviews.pending()
-    signoff.reviews.approve(review.id, reviewer=REVIEWER)
-    await _send_directly(h, ToolConfirmation(confirmed=True, payload={"args": {"amount": 999999, "to": "evil"}}))
-    assert [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]

@@ -7,7 +7,17 @@ import json
 from pathlib import Path
 
 import pytest
-from _support import REVIEWER, Harness, ScriptedLlm, fc, runs, sequential_agent, single_agent, workflow_agent
+from _support import (
+    REVIEWER,
+    REVIEWER_KEY,
+    Harness,
+    ScriptedLlm,
+    fc,
+    runs,
+    sequential_agent,
+    single_agent,
+    workflow_agent,
+)
 
 from signoff import bridge
 
@@ -37,11 +47,16 @@ async def test_three_gated_and_one_ungated_resume_once(
     assert [r["tool"] for r in runs(runs_file)] == ["lookup"]  # the ungated call ran at once
 
     decisions = [
-        lambda: signoff.reviews.approve(pending["call-a"].id, reviewer=REVIEWER),
+        lambda: signoff.reviews.approve(pending["call-a"].id, reviewer=REVIEWER, signer=REVIEWER_KEY),
         lambda: signoff.edit(
-            pending["call-b"].id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": 2}]
+            pending["call-b"].id,
+            reviewer=REVIEWER,
+            signer=REVIEWER_KEY,
+            patch=[{"op": "replace", "path": "/amount", "value": 2}],
         ),
-        lambda: signoff.reviews.reject(pending["call-c"].id, reviewer=REVIEWER, reason="keep acct-c open"),
+        lambda: signoff.reviews.reject(
+            pending["call-c"].id, reviewer=REVIEWER, signer=REVIEWER_KEY, reason="keep acct-c open"
+        ),
     ]
     resumer = signoff.resumer(h.runner, on_event=h.events.append)
     for step, index in enumerate(order):
@@ -80,12 +95,12 @@ async def test_sequential_agent_gated_tools_in_two_agents(
     await h.start()
     [first] = signoff.reviews.pending()
     assert (first.call.agent, first.call.tool) == ("payer", "transfer")
-    signoff.reviews.approve(first.id, reviewer=REVIEWER)
+    signoff.reviews.approve(first.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     await h.resume()
     [second] = signoff.reviews.pending()
     assert (second.call.agent, second.call.tool) == ("closer", "close_account")
     assert second.frontier != first.frontier
-    signoff.reviews.approve(second.id, reviewer=REVIEWER)
+    signoff.reviews.approve(second.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     await h.resume()
     assert [(r["tool"], r["args"]) for r in runs(runs_file)] == [
         ("transfer", {"amount": 10, "to": "acct-p"}),
@@ -102,7 +117,9 @@ async def test_workflow_gated_tool_node(signoff: bridge.Signoff, runs_file: Path
     assert review.call.confirmation_id == f"wf_tool_confirmation:{review.call.node_path}#{review.call.invocation}"
     assert review.call.call_id == f"wf_tool_confirmation:{review.call.node_path}"
     assert review.call.args == {"amount": 70, "to": "acct-w"}
-    signoff.edit(review.id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": 7}])
+    signoff.edit(
+        review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, patch=[{"op": "replace", "path": "/amount", "value": 7}]
+    )
     [done] = await h.resume()
     assert done.how == "sent"
     assert [r["args"] for r in runs(runs_file)] == [{"amount": 7, "to": "acct-w"}]
@@ -113,7 +130,7 @@ async def test_workflow_rejected_tool_node_never_runs(signoff: bridge.Signoff, r
     h = Harness(signoff, workflow_agent(), tmp_path)
     await h.start(json.dumps({"amount": 70, "to": "acct-w"}))
     [review] = signoff.reviews.pending()
-    signoff.reviews.reject(review.id, reviewer=REVIEWER, reason="no")
+    signoff.reviews.reject(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, reason="no")
     await h.resume()
     assert runs(runs_file) == []
 
@@ -127,12 +144,12 @@ async def test_workflow_paused_again_in_the_same_session(
     h = Harness(signoff, workflow_agent(), tmp_path)
     await h.start(json.dumps({"amount": 1, "to": "first"}))
     [first] = signoff.reviews.pending()
-    signoff.reviews.approve(first.id, reviewer=REVIEWER)
+    signoff.reviews.approve(first.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     await h.resume()
     await run_turn(h.runner, h.session_id, json.dumps({"amount": 2, "to": "second"}))
     [second] = signoff.reviews.pending()
     assert second.call.node_path == first.call.node_path and second.id != first.id
-    signoff.reviews.approve(second.id, reviewer=REVIEWER)
+    signoff.reviews.approve(second.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     [done] = await h.resume()
     assert done.how == "sent"
     ran = runs(runs_file)

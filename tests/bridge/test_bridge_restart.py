@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from _proc import root_for, session_service
-from _support import REVIEWER, make_app, runs
+from _support import REVIEWER, REVIEWER_KEY, make_app, runs
 from conftest import ROOT, assert_bound
 from google.adk.runners import Runner
 
@@ -38,19 +38,27 @@ def _sessions(kind: str, store_url: str, tmp_path: Path) -> str:
     return f"db:sqlite+aiosqlite:///{tmp_path / 'sessions-db.db'}"
 
 
-@pytest.mark.parametrize("sessions_kind", ["sqlite", "database"])
+@pytest.mark.parametrize(
+    ("sessions_kind", "hooks"),
+    [("sqlite", "single"), ("database", "single"), ("sqlite", "callbacks")],
+    ids=["sqlite-plugin", "database-plugin", "sqlite-callback-only"],
+)
 def test_pause_decide_resume_in_another_process(
-    store_url: str, sessions_kind: str, runs_file: Path, tmp_path: Path
+    store_url: str, sessions_kind: str, hooks: str, runs_file: Path, tmp_path: Path
 ) -> None:
+    """``hooks="callbacks"``: the App has no plugin; ``before_tool_callback=apply_reviewed_args`` alone
+    opens the review in process A and runs the decided args in process B (the design card's line)."""
     sessions = _sessions(sessions_kind, store_url, tmp_path)
-    paused = _run("pause", store_url, sessions, "single")
+    paused = _run("pause", store_url, sessions, hooks)
     assert isinstance(paused, dict)
 
     store = open_store(store_url)
     svc = ReviewService(store)
     [review] = svc.pending()
     assert review.call.session == paused["session"]
-    svc.edit(review.id, reviewer=REVIEWER, patch=[{"op": "replace", "path": "/amount", "value": 50}])
+    svc.edit(
+        review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, patch=[{"op": "replace", "path": "/amount", "value": 50}]
+    )
 
     # The session service kept the plugin's stamp binding the paused call to its review.
     session = asyncio.run(
@@ -60,7 +68,7 @@ def test_pause_decide_resume_in_another_process(
     stamps = [e.custom_metadata["signoff"] for e in session.events if (e.custom_metadata or {}).get("signoff")]
     assert stamps and stamps[0]["reviews"] == {review.call.confirmation_id: review.id}
 
-    resumed = _run("resume", store_url, sessions)
+    resumed = _run("resume", store_url, sessions, "", hooks)
     assert isinstance(resumed, list) and [r["how"] for r in resumed] == ["sent"]
     [ran] = runs(runs_file)
     assert ran["args"] == {"amount": 50, "to": "acct-x"}

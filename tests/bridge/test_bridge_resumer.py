@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _support import REVIEWER, Harness, runs, single_agent, transfer_script
+from _support import REVIEWER, REVIEWER_KEY, Harness, runs, single_agent, transfer_script
 from conftest import assert_bound
 
 from signoff import bridge
@@ -33,7 +33,7 @@ async def test_serve_wakes_on_decision(store_url: str, runs_file: Path, tmp_path
     await h.start()
     [review] = signoff.reviews.pending()
     await asyncio.sleep(0.2)  # the server is asleep in wait_for_change
-    await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER)
+    await asyncio.to_thread(signoff.reviews.approve, review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     took = await _until(lambda: len(runs(runs_file)) == 1, timeout=5)
     assert took < 1.0
     stop.set()
@@ -64,7 +64,7 @@ async def test_racing_workers_resume_once(store_url: str, runs_file: Path, tmp_p
     h = Harness(signoff, single_agent(transfer_script()), tmp_path)
     await h.start()
     [review] = signoff.reviews.pending()
-    signoff.reviews.approve(review.id, reviewer=REVIEWER)
+    signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     a = signoff.resumer(h.runner, actor="agent:worker-a")
     b = signoff.resumer(h.runner, actor="agent:worker-b")
     done_a, done_b = await asyncio.gather(a.run_once(), b.run_once())
@@ -95,8 +95,8 @@ async def test_review_whose_pause_never_reached_the_session_is_left_unclaimed(
         agent="teller",
     )
     [orphan] = signoff.open_frontier([ghost]).reviews
-    signoff.reviews.approve(orphan.id, reviewer=REVIEWER)
-    signoff.reviews.approve(real.id, reviewer=REVIEWER)
+    signoff.reviews.approve(orphan.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
+    signoff.reviews.approve(real.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     done = await signoff.resumer(h.runner).run_once()
     assert [d.frontier for d in done] == [real.frontier]
     assert not signoff.reviews.frontier(orphan.frontier).resumed
@@ -112,7 +112,7 @@ async def test_many_frontiers_resume_concurrently(sqlite_url: str, runs_file: Pa
         await h.start()
         sessions.append(h.session_id)
     for review in signoff.reviews.pending():
-        signoff.reviews.approve(review.id, reviewer=REVIEWER)
+        signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
     done = await signoff.resumer(h.runner, concurrency=3).run_once()
     assert sorted(d.session for d in done) == sorted(sessions)
     assert sorted(r["args"]["amount"] for r in runs(runs_file)) == [1, 2, 3]

@@ -40,6 +40,14 @@ def sqlite_env(tmp_path: Path) -> Iterator[Env]:
 
 
 @pytest.fixture
+def open_env(tmp_path: Path) -> Iterator[Env]:
+    """A SQLite log that allows unsigned decisions (as ``desk demo`` makes), reviewers without keys."""
+    e = make_env(f"sqlite:///{tmp_path / 'signoff.db'}", tmp_path, signed=False)
+    yield e
+    e.desk.store.close()
+
+
+@pytest.fixture
 def client(env: Env) -> Iterator[TestClient]:
     with TestClient(env.app) as c:
         yield c
@@ -48,4 +56,10 @@ def client(env: Env) -> Iterator[TestClient]:
 @pytest.fixture
 def sclient(sqlite_env: Env) -> Iterator[TestClient]:
     with TestClient(sqlite_env.app) as c:
+        yield c
+
+
+@pytest.fixture
+def oclient(open_env: Env) -> Iterator[TestClient]:
+    with TestClient(open_env.app) as c:
         yield c

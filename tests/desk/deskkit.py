@@ -1,5 +1,11 @@
 """Shared test kit for the desk: enrolled reviewers with passwords and API tokens, an app on
-a store, sign-in through the form, and a helper that opens reviews the way the bridge does."""
+a store, sign-in through the form, and a helper that opens reviews the way the bridge does.
+
+``make_env`` makes a log as ``audit init`` does: by default it requires signed decisions, and the
+admin enrolls each reviewer with an Ed25519 key file, which the tests sign decisions with (the
+``*_json`` helpers build the API request bodies, ``sig`` included). ``signed=False`` makes a log
+that allows unsigned decisions (as ``desk demo`` does), with reviewers who hold no key, for the
+page tests that post forms without a passkey."""
 
 from __future__ import annotations
 
@@ -13,13 +19,17 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import jsonpatch  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from signoff.audit import CallSpec, Policy, ReviewService, open_store  # noqa: E402
+from signoff.audit import CallSpec, Policy, ReviewService, Signer, open_store  # noqa: E402
+from signoff.audit import decision as decisions  # noqa: E402
+from signoff.audit.keys import read_private_key  # noqa: E402
+from signoff.audit.store import default_admin_key  # noqa: E402
 
 ALICE = "human:alice@example.org"  # finance + ops, every tool
 BOB = "human:bob@example.org"  # ops only, send_* tools only
-CAROL = "human:carol@example.org"  # finance
+CAROL = "human:carol@example.org"  # finance, every tool
 PASSWORD = "correct horse battery"
 
 SCHEMA = {
@@ -37,7 +47,10 @@ class Env:
     key: Path
     app: Any
     svc: ReviewService
+    admin: Signer
+    signed: bool = True
     tokens: dict[str, str] = field(default_factory=dict)
+    signers: dict[str, Signer] = field(default_factory=dict)  # each reviewer's key file (signed logs)
 
     @property
     def desk(self) -> Any:
@@ -87,20 +100,51 @@ class Env:
     def bearer(self, who: str = ALICE) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
 
+    # -- API request bodies, signed by the reviewer's key file as a script would -----------------
 
-def make_env(url: str, tmp_path: Path) -> Env:
+    def with_sig(self, body: dict[str, Any], who: str, kind: str, entry_body: dict[str, Any]) -> dict[str, Any]:
+        if who in self.signers:
+            body["sig"] = decisions.sign_decision(self.signers[who], self.desk.store.log_id, kind, who, entry_body)
+        return body
+
+    def approve_json(self, review: Any, who: str = ALICE, rationale: str = "", payload: Any = None) -> dict[str, Any]:
+        entry = decisions.approve_body(review.id, review.args_digest, rationale, payload)
+        return self.with_sig({"rationale": rationale, "payload": payload}, who, decisions.APPROVED, entry)
+
+    def edit_json(
+        self, review: Any, patch: list[Any], who: str = ALICE, rationale: str = "", payload: Any = None
+    ) -> dict[str, Any]:
+        final = jsonpatch.apply_patch(review.call.args, patch)
+        entry = decisions.edit_body(review.id, patch, final, rationale, payload)
+        return self.with_sig({"patch": patch, "rationale": rationale, "payload": payload}, who, decisions.EDITED, entry)
+
+    def reject_json(self, review: Any, reason: str, who: str = ALICE) -> dict[str, Any]:
+        entry = decisions.reject_body(review.id, reason)
+        return self.with_sig({"reason": reason}, who, decisions.REJECTED, entry)
+
+    def signer_of(self, who: str) -> Signer | None:
+        return self.signers.get(who)
+
+
+def make_env(url: str, tmp_path: Path, *, signed: bool = True) -> Env:
     from signoff.desk.app import create_app
 
     key = tmp_path / "log.key"
     store = open_store(url)
-    store.init_log(key)
+    store.init_log(key, signed_decisions=signed)
+    admin = read_private_key(default_admin_key(key))
     svc = ReviewService(store)
-    svc.enroll_reviewer(ALICE, roles=["finance", "ops"], tools=["*"])
-    svc.enroll_reviewer(BOB, roles=["ops"], tools=["send_*"])
-    svc.enroll_reviewer(CAROL, roles=["finance"], tools=[])
+    signers = {who: Signer.generate() for who in (ALICE, BOB, CAROL)} if signed else {}
+    for who, roles, tools in (
+        (ALICE, ["finance", "ops"], ["*"]),
+        (BOB, ["ops"], ["send_*"]),
+        (CAROL, ["finance"], ["*"]),
+    ):
+        public = signers[who].public if who in signers else None
+        svc.enroll_reviewer(who, roles=roles, tools=tools, key=public, admin=admin)
     store.close()
     app = create_app(url, key, access_log=False)
-    env = Env(url=url, key=key, app=app, svc=app.state.desk.svc)
+    env = Env(url=url, key=key, app=app, svc=app.state.desk.svc, admin=admin, signed=signed, signers=signers)
     for who in (ALICE, BOB, CAROL):
         env.desk.accounts.set_password(who, PASSWORD, must_change=False)
         env.tokens[who] = env.desk.accounts.new_token(who, "test")

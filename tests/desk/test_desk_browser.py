@@ -4,209 +4,40 @@ whose scripted ADK agent proposes calls through the bridge and resumes as people
 Scenarios are fed through the demo's inbox file, so each test knows exactly which call it
 is reviewing; the tools' runs are read back from ``tool-runs.jsonl``. Screenshots of the
 queue and of one review go to ``test-artifacts/``.
+
+The demo's log accepts unsigned decisions and its reviewer holds no passkey, so these forms post
+unsigned; test_desk_passkeys_browser.py decides with passkeys in the same harness (browserkit.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import secrets
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("SIGNOFF_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from browserkit import ARTIFACTS, Demo, launch, running_demo, sign_in
+from browserkit import wait_until as _wait_until
 
 pytestmark = pytest.mark.browser
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 
-def _chromium_missing() -> str | None:
-    if not Path(CHROMIUM).exists():
-        return f"Chromium not found at {CHROMIUM} (apt-get install chromium)"
-    return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_until(check: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-@dataclass
-class Demo:
-    url: str
-    dir: Path
-    store_url: str
-    email: str
-    password: str
-    proc: subprocess.Popen[bytes]
-
-    def propose(self, *calls: tuple[str, dict[str, Any]], prompt: str = "") -> None:
-        line = {
-            "prompt": prompt or f"Please do task {secrets.token_hex(4)}",
-            "say": "On it.",
-            "calls": [{"name": n, "args": a} for n, a in calls],
-        }
-        with (self.dir / "inbox.jsonl").open("a", encoding="utf-8") as f:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-    def review_with(self, marker: str, timeout: float = 15.0) -> Any:
-        from signoff.audit import ReviewService, open_store
-
-        store = open_store(self.store_url)
-        svc = ReviewService(store)
-        try:
-
-            def find() -> Any:
-                for r in svc.pending(limit=500):
-                    if marker in json.dumps(r.call.args, ensure_ascii=False):
-                        return r
-                return None
-
-            return _wait_until(find, timeout, f"a review with {marker!r}")
-        finally:
-            store.close()
-
-    def review(self, review_id: str) -> Any:
-        from signoff.audit import ReviewService, open_store
-
-        store = open_store(self.store_url)
-        try:
-            svc = ReviewService(store)
-            return svc.get(review_id), [e.kind for e in svc.history(review_id)]
-        finally:
-            store.close()
-
-    def runs(self) -> list[dict[str, Any]]:
-        path = self.dir / "tool-runs.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-
-    def run_with(self, marker: str, timeout: float = 15.0) -> dict[str, Any]:
-        return _wait_until(
-            lambda: next((r for r in self.runs() if marker in json.dumps(r["args"], ensure_ascii=False)), None),
-            timeout,
-            f"the tool run with {marker!r}",
-        )
-
-    def add_reviewer(self, email: str, role: str, tools: list[str]) -> str:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "desk",
-                "reviewer",
-                "add",
-                email,
-                "--role",
-                role,
-                "--tools",
-                *tools,
-                "--store",
-                self.store_url,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            check=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        return re.search(r"initial password.*: (\S+)", out.stdout).group(1)  # type: ignore[union-attr]
-
-
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    reason = _chromium_missing()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    d = tmp_path_factory.mktemp("demo")
-    port = _free_port()
-    log = (d / "demo.out").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "desk", "demo", "--dir", str(d), "--port", str(port), "--interval", "0", "--quiet"],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    url = f"http://127.0.0.1:{port}"
-    import httpx
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/healthz", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return proc.poll() is not None and (_ for _ in ()).throw(AssertionError((d / "demo.out").read_text()))
-
-    _wait_until(up, 30, "desk demo to start")
-    email, password = (d / "demo-credentials.txt").read_text().split("\n")[:2]
-    yield Demo(url, d, f"sqlite:///{d / 'signoff.db'}", email, password, proc)
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with running_demo(tmp_path_factory.mktemp("demo")) as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
 def browser(demo: Demo) -> Iterator[Any]:
     with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        b = launch(p)
         yield b
         b.close()
-
-
-def sign_in(browser: Any, demo: Demo, email: str, password: str, new_password: str | None = None) -> Any:
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = ctx.new_page()
-    page.dialogs = []  # type: ignore[attr-defined]
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
-    page.goto(demo.url + "/queue")
-    assert "/signin" in page.url
-    page.fill("input[name=email]", email)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    if new_password is not None:
-        page.wait_for_selector("input[name=new_password]")
-        page.fill("input[name=password]", password)
-        page.fill("input[name=new_password]", new_password)
-        page.click("button[type=submit]")
-    page.wait_for_url("**/queue")
-    return page
 
 
 @pytest.fixture(scope="module")
@@ -216,6 +47,9 @@ def alice(browser: Any, demo: Demo) -> Any:
 
 def test_sign_in_shows_the_queue(alice: Any) -> None:
     assert alice.locator("h1").first.inner_text().startswith("Waiting for you")
+    # The demo's log accepts unsigned decisions, and every page says so.
+    assert "Decisions on this log need no signature" in alice.locator("#unsigned-banner").inner_text()
+    assert "may be unsigned" in alice.locator("#foot").inner_text()
     cookies = {c["name"]: c for c in alice.context.cookies()}
     assert cookies["desk_session"]["httpOnly"] and cookies["desk_session"]["sameSite"] == "Strict"
 
@@ -391,7 +225,7 @@ def test_hostile_strings_are_inert(alice: Any, demo: Demo) -> None:
     alice.click(".tab[data-tab=edit]")
     alice.locator("#args-editor").press("End")
     alice.wait_for_timeout(200)
-    assert alice.dialogs == []  # type: ignore[attr-defined]
+    assert alice.dialogs == []
     # The page stays usable: the long value wraps instead of widening the page.
     width = alice.evaluate("document.documentElement.scrollWidth")
     assert width <= 1300

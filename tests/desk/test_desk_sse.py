@@ -17,7 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from signoff.audit import CallSpec, Policy, ReviewService, open_store
+from signoff.audit import CallSpec, Policy, ReviewService, Signer, open_store
+from signoff.audit.keys import read_private_key
+from signoff.audit.store import default_admin_key
 from signoff.desk.sse import Broker, event_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +104,9 @@ def test_sse_across_processes(tmp_path: Path) -> None:
     store = open_store(url)
     store.init_log(tmp_path / "log.key")
     svc = ReviewService(store)
-    svc.enroll_reviewer(REVIEWER, roles=["ops"])
+    reviewer_key = Signer.generate()
+    admin = read_private_key(default_admin_key(tmp_path / "log.key"))
+    svc.enroll_reviewer(REVIEWER, roles=["ops"], tools=["*"], key=reviewer_key.public, admin=admin)
     from signoff.desk.auth import Accounts
     from signoff.desk.db import make_engine
 
@@ -166,7 +170,7 @@ def test_sse_across_processes(tmp_path: Path) -> None:
         review = svc.open_frontier([spec], actor="agent:mailer", policies=Policy(role="ops")).reviews[0]
         time.sleep(0.2)
         closed_at = time.monotonic()
-        svc.reject(review.id, reviewer=REVIEWER, reason="no")
+        svc.reject(review.id, reviewer=REVIEWER, reason="no", signer=reviewer_key)
         t.join(10)
         assert [e["type"] for _, e in events] == ["opened", "closed"]
         assert events[0][1]["review"] == review.id and events[0][1]["tool"] == "send_email"

@@ -28,8 +28,26 @@ def test_session_cookie_is_not_an_api_credential(env: Env, client: TestClient) -
 
 
 def test_me(env: Env, client: TestClient) -> None:
-    r = client.get("/api/me", headers=env.bearer(BOB))
-    assert r.json() == {"reviewer": BOB, "roles": ["ops"], "tools": ["send_*"], "enabled": True}
+    r = client.get("/api/me", headers=env.bearer(BOB)).json()
+    key = env.signers[BOB]
+    assert r == {
+        "reviewer": BOB,
+        "roles": ["ops"],
+        "tools": ["send_*"],
+        "enabled": True,
+        "log": env.desk.store.log_id,
+        "signed_decisions": True,
+        "keys": [
+            {
+                "fingerprint": key.fingerprint,
+                "alg": "Ed25519",
+                "algorithm": "Ed25519",
+                "credential_id": None,
+                "rp_id": None,
+                "enrolled_seq": r["keys"][0]["enrolled_seq"],
+            }
+        ],
+    }
 
 
 def test_list_pending_oldest_first_with_filters_and_paging(env: Env, client: TestClient) -> None:
@@ -70,24 +88,31 @@ def test_unknown_review_is_404(env: Env, client: TestClient) -> None:
 
 def test_approve(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
-    r = client.post(f"/api/reviews/{rev.id}/approve", json={"rationale": "fine"}, headers=env.bearer())
+    r = client.post(
+        f"/api/reviews/{rev.id}/approve", json=env.approve_json(rev, rationale="fine"), headers=env.bearer()
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["status"] == "approved" and body["decided_by"] == ALICE and body["rationale"] == "fine"
     assert body["final_args"] == {"amount": 10, "to": "acct-1"}
     assert env.svc.get(rev.id).status == "approved"
+    entry = env.svc.history(rev.id)[-1]
+    assert entry.sig is not None and entry.sig["key"] == env.signers[ALICE].fingerprint
 
 
 def test_approve_with_payload_answer(env: Env, client: TestClient) -> None:
     rev = env.open("set_limit", {"account": "A"}, schema=None, payload={"limit": 100})[0]
-    r = client.post(f"/api/reviews/{rev.id}/approve", json={"payload": {"limit": 250}}, headers=env.bearer())
+    body = env.approve_json(rev, payload={"limit": 250})
+    r = client.post(f"/api/reviews/{rev.id}/approve", json=body, headers=env.bearer())
     assert r.status_code == 200 and r.json()["answer_payload"] == {"limit": 250}
 
 
 def test_edit(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
     patch = [{"op": "replace", "path": "/amount", "value": 7}]
-    r = client.post(f"/api/reviews/{rev.id}/edit", json={"patch": patch, "rationale": "smaller"}, headers=env.bearer())
+    r = client.post(
+        f"/api/reviews/{rev.id}/edit", json=env.edit_json(rev, patch, rationale="smaller"), headers=env.bearer()
+    )
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "edited" and r.json()["final_args"] == {"amount": 7, "to": "acct-1"}
     entry = env.svc.history(rev.id)[-1]
@@ -97,7 +122,7 @@ def test_edit(env: Env, client: TestClient) -> None:
 
 def test_reject(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
-    r = client.post(f"/api/reviews/{rev.id}/reject", json={"reason": "wrong account"}, headers=env.bearer())
+    r = client.post(f"/api/reviews/{rev.id}/reject", json=env.reject_json(rev, "wrong account"), headers=env.bearer())
     assert r.status_code == 200 and r.json()["status"] == "rejected" and r.json()["reason"] == "wrong account"
 
 
@@ -150,12 +175,16 @@ def test_refused_outside_role_is_403(env: Env, client: TestClient) -> None:
         assert r.status_code == 403, (path, r.text)
         assert r.json()["error"] == "NotAllowed" and r.json()["recorded"] is False
     # CAROL has the role but BOB's tool globs would not match either way; CAROL may decide.
-    assert client.post(f"/api/reviews/{rev.id}/approve", json={}, headers=env.bearer(CAROL)).status_code == 200
+    ok = client.post(f"/api/reviews/{rev.id}/approve", json=env.approve_json(rev, CAROL), headers=env.bearer(CAROL))
+    assert ok.status_code == 200
 
 
 def test_refused_stale_decision_is_409(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
-    assert client.post(f"/api/reviews/{rev.id}/approve", json={}, headers=env.bearer()).status_code == 200
+    assert (
+        client.post(f"/api/reviews/{rev.id}/approve", json=env.approve_json(rev), headers=env.bearer()).status_code
+        == 200
+    )
     size = env.desk.store.size()
     for path, body in (("approve", {}), ("edit", {"patch": []}), ("reject", {"reason": "late"})):
         r = client.post(f"/api/reviews/{rev.id}/{path}", json=body, headers=env.bearer(CAROL))
@@ -175,7 +204,7 @@ def test_refused_expired_is_409(env: Env, client: TestClient) -> None:
 
 
 def test_refused_disabled_reviewer(env: Env, client: TestClient) -> None:
-    env.svc.disable_reviewer(CAROL, reason="left")
+    env.svc.disable_reviewer(CAROL, reason="left", admin=env.admin)
     assert client.get("/api/reviews", headers=env.bearer(CAROL)).status_code == 403
 
 
@@ -186,7 +215,8 @@ def test_two_reviewers_at_once_exactly_one_wins(env: Env, client: TestClient) ->
 
     def go(who: str) -> None:
         barrier.wait()
-        results[who] = client.post(f"/api/reviews/{rev.id}/approve", json={}, headers=env.bearer(who)).status_code
+        body = env.approve_json(rev, who)
+        results[who] = client.post(f"/api/reviews/{rev.id}/approve", json=body, headers=env.bearer(who)).status_code
 
     threads = [threading.Thread(target=go, args=(w,)) for w in (ALICE, CAROL)]
     for t in threads:
@@ -200,14 +230,14 @@ def test_two_reviewers_at_once_exactly_one_wins(env: Env, client: TestClient) ->
 
 def test_history(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
-    client.post(f"/api/reviews/{rev.id}/reject", json={"reason": "no"}, headers=env.bearer())
+    client.post(f"/api/reviews/{rev.id}/reject", json=env.reject_json(rev, "no"), headers=env.bearer())
     kinds = [e["kind"] for e in client.get(f"/api/reviews/{rev.id}/history", headers=env.bearer()).json()]
     assert kinds == ["review.opened", "review.rejected"]
 
 
 def test_log_newest_first_filters_and_paging(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
-    client.post(f"/api/reviews/{rev.id}/approve", json={}, headers=env.bearer())
+    client.post(f"/api/reviews/{rev.id}/approve", json=env.approve_json(rev), headers=env.bearer())
     page = client.get("/api/log?limit=2", headers=env.bearer()).json()
     seqs = [e["seq"] for e in page["items"]]
     assert seqs == [page["size"] - 1, page["size"] - 2] and page["next_before"] == seqs[-1]
@@ -260,15 +290,15 @@ def test_checkpoints_and_proofs_verify_offline(env: Env, client: TestClient) -> 
 
 def test_verification_badge(env: Env, client: TestClient) -> None:
     env.open()
-    client.post("/api/checkpoints", headers=env.bearer())
+    point = client.post("/api/checkpoints", headers=env.bearer()).json()["size"]
     env.open()
     v = client.get("/api/verification?wait=20", headers=env.bearer()).json()
     size = env.desk.store.size()
-    assert v["ok"] is True and v["verified_upto"] == size - 1 and v["checkpoint_size"] == size - 1
+    assert v["ok"] is True and v["verified_upto"] == size - 1 and v["checkpoint_size"] == point
     rules = v["rules"]
     # audit's own verifier ran incrementally: the entries before the checkpoint were proven by its root.
-    assert rules["ok"] is True and rules["verified_upto"] == size - 1 and rules["checked_from"] == size - 1
-    assert rules["checkpoint_size"] == size - 1
+    assert rules["ok"] is True and rules["verified_upto"] == size - 1 and rules["checked_from"] == point
+    assert rules["checkpoint_size"] == point
 
 
 def test_openapi_documents_the_api(env: Env, client: TestClient) -> None:
@@ -297,7 +327,7 @@ def test_listing_follows_every_log_change(env: Env, client: TestClient) -> None:
     """The queue cache is keyed by log size: a decision or a new review shows at once."""
     a = env.open()[0]
     assert [i["id"] for i in client.get("/api/reviews", headers=env.bearer()).json()["items"]] == [a.id]
-    env.svc.approve(a.id, reviewer=CAROL)  # decided outside this desk process
+    env.svc.approve(a.id, reviewer=CAROL, signer=env.signers[CAROL])  # decided outside this desk process
     assert client.get("/api/reviews", headers=env.bearer()).json() == {
         "items": [],
         "total": 0,

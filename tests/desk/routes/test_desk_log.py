@@ -26,9 +26,11 @@ def test_log_page_badge_checkpoint_and_downloads(env: Env, client: TestClient, t
     html = client.get("/log").text
     assert "verified up to seq" in html and "No signed checkpoint yet" in html
     assert client.get("/log/checkpoint.json").status_code == 404
+    size = env.desk.store.size()
     assert client.post("/log/checkpoint", data={"csrf": csrf}).status_code == 200
     cp = client.get("/log/checkpoint.json")
-    assert cp.headers["content-disposition"].startswith("attachment") and cp.json()["size"] == env.desk.store.size()
+    assert cp.headers["content-disposition"].startswith("attachment") and cp.json()["size"] == size
+    assert env.desk.store.size() == size + 1  # the log records its checkpoint (log.checkpoint)
     proof = client.get("/log/proof/0.json").json()
     assert proof["checkpoint"]["root"] == proof["root"] == cp.json()["root"]
     # The downloads are what the audit CLI reads: prove the live log extends the checkpoint.

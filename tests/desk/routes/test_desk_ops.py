@@ -28,13 +28,10 @@ def test_healthz(env: Env, client: TestClient) -> None:
 def test_metrics_count_pending_decisions_and_latency(env: Env, client: TestClient) -> None:
     a, b, c = (env.open()[0] for _ in range(3))
     env.open()
-    client.post(f"/api/reviews/{a.id}/approve", json={}, headers=env.bearer())
-    client.post(
-        f"/api/reviews/{b.id}/edit",
-        json={"patch": [{"op": "replace", "path": "/amount", "value": 1}]},
-        headers=env.bearer(),
-    )
-    client.post(f"/api/reviews/{c.id}/reject", json={"reason": "no"}, headers=env.bearer())
+    client.post(f"/api/reviews/{a.id}/approve", json=env.approve_json(a), headers=env.bearer())
+    patch = [{"op": "replace", "path": "/amount", "value": 1}]
+    client.post(f"/api/reviews/{b.id}/edit", json=env.edit_json(b, patch), headers=env.bearer())
+    client.post(f"/api/reviews/{c.id}/reject", json=env.reject_json(c, "no"), headers=env.bearer())
     r = client.get("/metrics")
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
     lines = r.text.splitlines()

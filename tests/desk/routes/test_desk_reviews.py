@@ -1,6 +1,9 @@
 """The queue and one review with its three decisions (desk/routes/reviews.py): escaping,
 CSRF, and every refusal with nothing recorded. SQLite, except the decision round trip, which
-runs on PostgreSQL too (the API tests cover every refusal on both backends)."""
+runs on PostgreSQL too (the API tests cover every refusal on both backends).
+
+The forms are posted without a passkey here, so these tests run on a log that allows unsigned
+decisions (``open_env``, as ``desk demo`` makes); test_desk_passkeys.py covers signed forms."""
 
 from __future__ import annotations
 
@@ -18,13 +21,13 @@ HOSTILE = {
 
 
 @pytest.fixture
-def env(sqlite_env: Env) -> Env:
-    return sqlite_env
+def env(open_env: Env) -> Env:
+    return open_env
 
 
 @pytest.fixture
-def client(sclient: TestClient) -> TestClient:
-    return sclient
+def client(oclient: TestClient) -> TestClient:
+    return oclient
 
 
 def test_queue_lists_pending_with_filters_and_pages(env: Env, client: TestClient) -> None:
@@ -94,7 +97,7 @@ def test_review_page_shows_everything(env: Env, client: TestClient) -> None:
 def test_approve_edit_reject_through_forms(store_url: str, tmp_path: object) -> None:
     from deskkit import make_env
 
-    env = make_env(store_url, tmp_path)  # type: ignore[arg-type]
+    env = make_env(store_url, tmp_path, signed=False)  # type: ignore[arg-type]
     with TestClient(env.app) as client:
         _decide_through_forms(env, client)
     env.desk.store.close()

@@ -91,6 +91,7 @@ def test_first_sign_in_requires_a_new_password(env: Env, client: TestClient) -> 
         "/signin", data={"csrf": csrf_of(page.text), "email": "carol@example.org", "password": "initial-pw-123"}
     )
     assert r.status_code == 200 and 'name="new_password"' in r.text and r.url.path == "/signin"
+    assert "data-keep-code" in r.text  # the page keeps the initial password (the enrolment code) for the passkey
     r = client.post(
         "/signin",
         data={
@@ -100,7 +101,8 @@ def test_first_sign_in_requires_a_new_password(env: Env, client: TestClient) -> 
             "new_password": "a brand new one",
         },
     )
-    assert r.url.path == "/queue"
+    # The log requires signed decisions: the first sign-in leads to registering a passkey.
+    assert r.url.path == "/account" and 'id="passkey-form"' in r.text and "Welcome. Register a passkey" in r.text
     client.cookies.clear()
     page = client.get("/signin")
     r = client.post(
@@ -119,7 +121,7 @@ def test_sign_out(env: Env, client: TestClient) -> None:
 
 def test_disabled_reviewer_is_signed_out(env: Env, client: TestClient) -> None:
     sign_in(client, CAROL)
-    env.svc.disable_reviewer(CAROL, reason="left")
+    env.svc.disable_reviewer(CAROL, reason="left", admin=env.admin)
     assert client.get("/queue", follow_redirects=False).status_code == 303
 
 

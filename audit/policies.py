@@ -1,0 +1,189 @@
+"""Review policies on the log (``policy.set``, signed by an admin), as pure functions.
+
+A policy names the tools it covers (an fnmatch glob) and says, for their calls:
+
+* ``review_when``: a CEL expression (the Common Expression Language, through ``cel-python``)
+  over the call, true when a person must review it, e.g.
+  ``args.amount > 1000 || !(args.to in vars.allow)``. Its inputs are ``args``, ``tool``,
+  ``agent``, ``app``, ``user`` and the policy's own ``vars``. When it is false, no person is
+  asked: the call is recorded as ``review.auto_approved`` with the policy (seq and digest) and the
+  inputs, so ``audit verify`` evaluates the rule again and sees why. When it cannot be evaluated
+  (a missing field, a type error), it fails closed: a person reviews the call.
+* ``approvals``: how many distinct people must approve (four eyes: 2). One rejection rejects.
+* ``role``: the role a reviewer needs (besides the tools they are enrolled for).
+* ``escalate``: ``{"after_seconds": S}`` or ``{"at_fraction": F}`` of the deadline, ``"to_role": R``:
+  a review still pending then is escalated to another role (``review.escalated``).
+* ``claim_seconds``: how long a reviewer's "I'm on it" claim lasts.
+
+The policy in force for a tool is the newest ``policy.set`` whose glob matches it; a later
+``policy.set`` with the same ``name`` replaces a policy (``"retired": true`` ends it). Every review
+opened under a policy names it (``policy_seq``), so the log shows which rule decided each call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from signoff.audit.canonical import canonical
+from signoff.audit.errors import InvalidEntry
+
+MAX_APPROVALS = 10
+_FIELDS = {"name", "tools", "review_when", "vars", "approvals", "role", "deadline_seconds", "escalate", "claim_seconds",
+           "retired"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PolicyDef:
+    """One ``policy.set`` body, checked."""
+
+    name: str
+    tools: str
+    seq: int = -1
+    review_when: str | None = None
+    vars: dict[str, Any] = field(default_factory=dict)
+    approvals: int = 1
+    role: str | None = None
+    deadline_seconds: float | None = None
+    escalate: dict[str, Any] | None = None
+    claim_seconds: float = 900.0
+    retired: bool = False
+    digest: str = ""
+
+    def covers(self, tool: str) -> bool:
+        return not self.retired and fnmatch.fnmatchcase(tool, self.tools)
+
+    def ref(self) -> dict[str, Any]:
+        """How a review names the policy it was opened under."""
+        return {"name": self.name, "seq": self.seq, "digest": self.digest}
+
+
+def policy_digest(body: Mapping[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical(dict(body))).hexdigest()
+
+
+def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
+    """A ``policy.set`` body as a :class:`PolicyDef`; :class:`InvalidEntry` names the bad field."""
+    extra = set(body) - _FIELDS
+    if extra:
+        raise InvalidEntry(f"policy: expected only the fields {sorted(_FIELDS)}, found {sorted(extra)}")
+    name, tools = body.get("name"), body.get("tools")
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidEntry(f"policy.name: expected a name, found {name!r}")
+    if not isinstance(tools, str) or not tools.strip():
+        raise InvalidEntry(f"policy.tools: expected a tool name or glob, found {tools!r}")
+    approvals = body.get("approvals", 1)
+    if not isinstance(approvals, int) or isinstance(approvals, bool) or not 1 <= approvals <= MAX_APPROVALS:
+        raise InvalidEntry(f"policy.approvals: expected an integer from 1 to {MAX_APPROVALS}, found {approvals!r}")
+    when = body.get("review_when")
+    if when is not None:
+        if not isinstance(when, str) or not when.strip():
+            raise InvalidEntry(f"policy.review_when: expected a CEL expression, found {when!r}")
+        compile_rule(when)
+    variables = body.get("vars", {})
+    if not isinstance(variables, dict):
+        raise InvalidEntry(f"policy.vars: expected an object of named values, found {type(variables).__name__}")
+    role = body.get("role")
+    if role is not None and (not isinstance(role, str) or not role.strip()):
+        raise InvalidEntry(f"policy.role: expected a role name, found {role!r}")
+    deadline = body.get("deadline_seconds")
+    if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool) or deadline <= 0):
+        raise InvalidEntry(f"policy.deadline_seconds: expected a number > 0, found {deadline!r}")
+    escalate = body.get("escalate")
+    if escalate is not None:
+        _check_escalate(escalate, deadline)
+    claim = body.get("claim_seconds", 900)
+    if not isinstance(claim, int | float) or isinstance(claim, bool) or claim <= 0:
+        raise InvalidEntry(f"policy.claim_seconds: expected a number > 0, found {claim!r}")
+    return PolicyDef(
+        name=name.strip(),
+        tools=tools.strip(),
+        seq=seq,
+        review_when=when,
+        vars=dict(variables),
+        approvals=approvals,
+        role=role,
+        deadline_seconds=float(deadline) if deadline is not None else None,
+        escalate=dict(escalate) if escalate is not None else None,
+        claim_seconds=float(claim),
+        retired=bool(body.get("retired", False)),
+        digest=policy_digest(body),
+    )
+
+
+def _check_escalate(escalate: Any, deadline: Any) -> None:
+    if not isinstance(escalate, dict) or not isinstance(escalate.get("to_role"), str) or not escalate["to_role"]:
+        raise InvalidEntry(f"policy.escalate: expected {{to_role, after_seconds | at_fraction}}, found {escalate!r}")
+    after, fraction = escalate.get("after_seconds"), escalate.get("at_fraction")
+    if (after is None) == (fraction is None):
+        raise InvalidEntry("policy.escalate: expected exactly one of after_seconds or at_fraction")
+    if after is not None and (not isinstance(after, int | float) or isinstance(after, bool) or after <= 0):
+        raise InvalidEntry(f"policy.escalate.after_seconds: expected a number > 0, found {after!r}")
+    if fraction is not None:
+        if not isinstance(fraction, int | float) or isinstance(fraction, bool) or not 0 < fraction < 1:
+            raise InvalidEntry(f"policy.escalate.at_fraction: expected a number between 0 and 1, found {fraction!r}")
+        if deadline is None:
+            raise InvalidEntry("policy.escalate.at_fraction: expected the policy to set deadline_seconds")
+
+
+def escalation_delay(policy: PolicyDef) -> float | None:
+    """Seconds after opening when a still pending review escalates, or None."""
+    if policy.escalate is None:
+        return None
+    if policy.escalate.get("after_seconds") is not None:
+        return float(policy.escalate["after_seconds"])
+    assert policy.deadline_seconds is not None
+    return float(policy.escalate["at_fraction"]) * policy.deadline_seconds
+
+
+def in_force(policies: Iterable[PolicyDef], tool: str) -> PolicyDef | None:
+    """The policy in force for ``tool``: the newest live one whose glob matches."""
+    live: dict[str, PolicyDef] = {}
+    for policy in sorted(policies, key=lambda p: p.seq):
+        live[policy.name] = policy
+    matching = [p for p in live.values() if p.covers(tool)]
+    return max(matching, key=lambda p: p.seq) if matching else None
+
+
+# -- the rule (CEL) -----------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def compile_rule(expression: str) -> Any:
+    """A compiled CEL program; :class:`InvalidEntry` if the expression does not parse."""
+    import celpy
+
+    try:
+        environment = celpy.Environment()
+        return environment.program(environment.compile(expression))
+    except Exception as exc:  # noqa: BLE001 - celpy raises its own family of parse errors
+        raise InvalidEntry(
+            f"policy.review_when: expected a CEL expression, found one that does not parse: {exc}"
+        ) from None
+
+
+def rule_inputs(
+    policy: PolicyDef, *, args: Mapping[str, Any], tool: str, agent: str, app: str, user: str
+) -> dict[str, Any]:
+    """What the rule sees (and what ``review.auto_approved`` records, so it can be evaluated again)."""
+    return {"args": dict(args), "tool": tool, "agent": agent, "app": app, "user": user, "vars": policy.vars}
+
+
+def needs_person(policy: PolicyDef, inputs: Mapping[str, Any]) -> tuple[bool, str]:
+    """Evaluate ``review_when`` on ``inputs``: (a person is needed, why). Fails closed: an error,
+    or a result that is not a boolean, means a person is needed."""
+    if policy.review_when is None:
+        return True, "the policy reviews every call"
+    import celpy
+
+    try:
+        result = compile_rule(policy.review_when).evaluate({k: celpy.json_to_cel(v) for k, v in inputs.items()})
+    except Exception as exc:  # noqa: BLE001 - any evaluation failure fails closed
+        return True, f"the rule could not be evaluated ({type(exc).__name__}: {exc}); a person reviews"
+    if isinstance(result, celpy.celtypes.BoolType):
+        return bool(result), "the rule says a person must review" if result else "the rule lets it through"
+    return True, f"the rule gave {type(result).__name__}, not true or false; a person reviews"

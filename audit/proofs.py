@@ -1,0 +1,105 @@
+"""Self-contained inclusion proofs: one entry, its path, and the signed checkpoint it is proven under.
+
+An auditor who receives the file checks it with nothing else (``audit check-proof``): the
+entry's leaf hash (RFC 9162 §2.1.1), the inclusion path to the checkpoint's root (§2.1.3.2), and
+the checkpoint's signature by the log key (pin the key you trust with ``--log-key``). Every hash
+is written ``sha256:<hex>``, like everywhere else on the log.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from signoff.audit import merkle
+from signoff.audit.entry import format_hash, parse_hash
+from signoff.audit.errors import StoreError, UnusableInput
+from signoff.audit.merkle import ProofError
+from signoff.audit.tree import Checkpoint, LogTree
+
+KIND = "signoff.inclusion-proof"
+
+
+def build_inclusion(store: LogTree, seq: int, size: int | None = None) -> dict[str, Any]:
+    """A proof of entry ``seq`` under a stored checkpoint: the one of ``size``, else the latest one."""
+    points = store.checkpoints()
+    if size is not None:
+        point = next((p for p in points if p.size == size), None)
+        if point is None:
+            raise StoreError(
+                f"--size: expected the size of a stored checkpoint {[p.size for p in points]}, found {size}"
+            )
+    else:
+        point = points[-1] if points else None
+    if point is None or point.size <= seq:
+        covered = f"the latest covers entries 0..{point.size - 1}" if point else "there is none"
+        raise StoreError(
+            f"seq {seq}: expected a signed checkpoint that covers it, found none ({covered}); "
+            "run `audit checkpoint` (with the log key) first"
+        )
+    item = store.entry(seq)
+    path = store.inclusion_proof(seq, point.size)
+    return {
+        "kind": KIND,
+        "v": 1,
+        "log": store.log_id,
+        "seq": seq,
+        "size": point.size,
+        "entry": item.raw.decode("utf-8"),
+        "leaf": item.hash,
+        "path": [format_hash(node) for node in path],
+        "checkpoint": point.to_json(),
+        "log_key": store.public_key,
+    }
+
+
+def check_inclusion(bundle: Any, pinned_key: str | None = None) -> dict[str, Any]:
+    """Check a proof file's content; raises :class:`ProofError` (exit 1) or :class:`UnusableInput` (2)."""
+    if not isinstance(bundle, dict) or bundle.get("kind") != KIND:
+        raise UnusableInput(
+            f"expected a Signoff inclusion proof (kind {KIND!r}, from `audit prove`), found another file"
+        )
+    try:
+        seq, size, entry, leaf = int(bundle["seq"]), int(bundle["size"]), str(bundle["entry"]), str(bundle["leaf"])
+        path = [parse_hash(str(node)) for node in bundle["path"]]
+        point = Checkpoint.from_json(bundle["checkpoint"])
+        log_key = str(bundle["log_key"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UnusableInput(
+            f"expected a complete inclusion proof (seq, size, entry, leaf, path, checkpoint, log_key): {exc}"
+        ) from None
+    if pinned_key is not None and pinned_key != log_key:
+        raise ProofError(f"log key: expected the pinned key {pinned_key}, found {log_key}")
+    raw = entry.encode("utf-8")
+    found_leaf = format_hash(merkle.leaf_hash(raw))
+    if found_leaf != leaf:
+        raise ProofError(f"leaf: expected SHA-256(0x00 || entry) = {found_leaf}, found {leaf}")
+    data = json.loads(raw)
+    if data.get("seq") != seq or data.get("log") != point.log or bundle.get("log") != point.log:
+        raise ProofError(
+            f"entry: expected seq {seq} of log {point.log}, found seq {data.get('seq')} of {data.get('log')}"
+        )
+    if point.size != size:
+        raise ProofError(f"checkpoint: expected size {size}, found {point.size}")
+    if not point.verify(log_key):
+        raise ProofError(f"checkpoint: expected a valid signature by the log key {log_key}, found an invalid one")
+    merkle.verify_inclusion(parse_hash(leaf), seq, size, path, parse_hash(point.root))
+    return {"ok": True, "log": point.log, "seq": seq, "size": size, "root": point.root, "kind": data.get("kind")}
+
+
+def consistency(store: LogTree, old: Checkpoint) -> dict[str, Any]:
+    """RFC 9162 §2.1.4 proof that the log now extends a kept checkpoint; raises ProofError if not."""
+    if not old.verify(store.public_key):
+        raise ProofError("checkpoint: expected a valid signature by the log key, found an invalid one")
+    new_size = store.size()
+    new_root = store.root(new_size)
+    proof = store.consistency_proof(old.size, new_size) if old.size < new_size else []
+    merkle.verify_consistency(old.size, new_size, parse_hash(old.root), new_root, proof)
+    return {
+        "log": store.log_id,
+        "old_size": old.size,
+        "old_root": old.root,
+        "new_size": new_size,
+        "new_root": format_hash(new_root),
+        "proof": [format_hash(node) for node in proof],
+    }

@@ -1,0 +1,188 @@
+"""The ``signoff`` command: the resumer as a sidecar process, for apps served by ``adk api_server``.
+
+``signoff resume --app bank.agent:app --sessions sqlite:///sessions.db`` loads the ADK ``App`` the
+API server serves, opens the same session database (the same URI syntax as ``adk api_server
+--session_service_uri``) and resumes every decided frontier of that app exactly once, until stopped.
+No Python glue is needed: the Signoff instance is the one behind the App's Signoff plugin (or the
+module's ``signoff`` attribute).
+
+Exit codes: 0 stopped cleanly; 2 unusable input (no such module or attribute, no App, no Signoff).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from signoff.audit.errors import AuditError
+from signoff.bridge._plugin import SignoffPlugin
+from signoff.bridge._signoff import Signoff
+
+EXAMPLE = "signoff resume --agents-dir agents --app bank.agent:app --sessions sqlite:///sessions.db"
+
+
+class UsageError(Exception):
+    """The command line names something that is not there (exit code 2)."""
+
+
+def load_app(spec: str, agents_dir: str | None) -> tuple[Any, Any]:
+    """``MODULE:ATTR`` → (the App, its module); the agents dir (like api_server's) goes on the path."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--app: expected MODULE:ATTR (e.g. bank.agent:app), found {spec!r}")
+    for path in (agents_dir, os.getcwd()):
+        if path and path not in sys.path:
+            sys.path.insert(0, os.path.abspath(path))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--app: expected an importable module {module_name!r}, found: {exc}") from None
+    app = getattr(module, attr, None)
+    from google.adk.apps import App
+
+    if not isinstance(app, App):
+        raise UsageError(f"--app: expected {spec} to be a google.adk.apps.App, found {type(app).__name__}")
+    return app, module
+
+
+def signoff_of(app: Any, module: Any, store: str | None) -> Signoff:
+    """The Signoff behind the App's plugin, else the module's ``signoff``, else one on ``--store``."""
+    for plugin in app.plugins or []:
+        if isinstance(plugin, SignoffPlugin) and isinstance(plugin.signoff, Signoff):
+            return plugin.signoff
+    found = getattr(module, "signoff", None)
+    if isinstance(found, Signoff):
+        return found
+    if store:
+        return Signoff(store, default=False)
+    raise UsageError(
+        "expected the App to carry Signoff's plugin (plugins=[signoff.plugin()]) or its module to define "
+        "`signoff = Signoff(...)`, found neither; or pass --store"
+    )
+
+
+@contextlib.contextmanager
+def exclusive(store: Any, actor: str) -> Iterator[None]:
+    """Hold the right to resume as ``actor`` on this log for the life of this process: a second worker
+    under the same name would recover the first one's in-flight claims as its own."""
+    name = f"signoff-resumer:{store.log_id}:{actor}"
+    if store.backend == "sqlite":
+        import fcntl
+
+        path = Path(
+            store.url.removeprefix("sqlite:///") + f".resumer-{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock"
+        )
+        handle = path.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise UsageError(
+                f"another `signoff resume` runs as {actor} on this log; give each its own --actor"
+            ) from None
+        try:
+            yield
+        finally:
+            handle.close()
+        return
+    import psycopg
+
+    with psycopg.connect(store._pg_conninfo, autocommit=True) as conn:
+        held = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (name,)).fetchone()
+        if not held or not held[0]:
+            raise UsageError(f"another `signoff resume` runs as {actor} on this log; give each its own --actor")
+        yield
+
+
+async def _serve(
+    signoff: Signoff, runner: Any, actor: str | None, max_wait: float, once: bool, takeover_after: float
+) -> None:
+    resumer = signoff.resumer(runner, actor=actor, max_wait=max_wait, takeover_after=takeover_after)
+    if once:
+        done = await resumer.run_once()
+        print(f"signoff: resumed {len(done)} frontier(s)", file=sys.stderr)
+        return
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await resumer.serve(stop=stop)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from google.adk.cli.utils.service_factory import create_session_service_from_options
+    from google.adk.runners import Runner
+
+    app, module = load_app(args.app, args.agents_dir)
+    signoff = signoff_of(app, module, args.store)
+    # The very function `adk api_server --session_service_uri` uses, so every URI it takes works here.
+    sessions = create_session_service_from_options(base_dir=args.agents_dir or ".", session_service_uri=args.sessions)
+    runner = Runner(app=app, session_service=sessions)
+    actor = args.actor or f"agent:signoff-resumer-{app.name}"
+    with exclusive(signoff.store, actor):
+        print(
+            f"signoff: resuming app {app.name!r} as {actor} from {signoff.store.url} with sessions {args.sessions}",
+            file=sys.stderr,
+            flush=True,
+        )
+        asyncio.run(_serve(signoff, runner, actor, args.max_wait, args.once, args.takeover_after))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="signoff", description="Signoff's ADK side: run the resumer as a sidecar.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    resume = sub.add_parser(
+        "resume",
+        help="resume decided frontiers of an app served by `adk api_server`, exactly once",
+        description=__doc__,
+        epilog=f"example:\n  {EXAMPLE}\n\nexit codes: 0 stopped; 2 unusable input",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    resume.add_argument("--app", required=True, help="MODULE:ATTR of the google.adk.apps.App (e.g. bank.agent:app)")
+    resume.add_argument("--agents-dir", help="the directory `adk api_server` serves (put on the import path)")
+    resume.add_argument(
+        "--sessions", required=True, help="the session service URI the API server uses (sqlite:///…, postgresql://…)"
+    )
+    resume.add_argument("--store", help="the Signoff store URL, when the App's module defines no Signoff")
+    resume.add_argument("--actor", help="this worker's name on the log (give each concurrent worker its own)")
+    resume.add_argument("--max-wait", type=float, default=5.0, help="seconds between passes at most (push wakes it)")
+    resume.add_argument("--once", action="store_true", help="one pass, then exit")
+    resume.add_argument(
+        "--takeover-after",
+        type=float,
+        default=600.0,
+        help="seconds after which a resumed call that neither ran nor had its answer consumed is sent again "
+        "(its claimant died); keep it longer than your slowest tool",
+    )
+    resume.set_defaults(run=cmd_resume)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+        return code
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except AuditError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

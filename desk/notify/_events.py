@@ -1,0 +1,249 @@
+"""Events derived from log entries, and the payload each endpoint is sent. Not public.
+
+One entry yields at most two events: ``review.opened`` also schedules ``review.deadline_near``
+when the review has a deadline. An event's id is ``<log>-<seq>-<type>``: the log, the ``seq``
+of the entry it follows from and its type, so a restarted notifier derives the same id again
+and a receiver can drop a repeat (delivery is at least once).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from signoff.audit.entry import Entry, parse_time
+
+# The event types, by their short names (the CLI's ``--event``) and as sent (``review.<name>``).
+EVENT_NAMES = ("opened", "deadline_near", "escalated", "decided", "expired", "withdrawn")
+DECIDED = {"review.approved": "approved", "review.edited": "edited", "review.rejected": "rejected"}
+
+SUMMARY_ARGS = 4  # key arguments shown in a summary
+ARG_CHARS = 60  # characters of one argument's value in a summary
+TEXT_CHARS = 300  # characters of a reason, tool or agent name in a summary
+
+
+@dataclass(frozen=True)
+class ReviewFacts:
+    """What a summary says about the review an entry names (from ``review.opened``)."""
+
+    tool: str = ""
+    agent: str = ""
+    app: str = ""
+    session: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    role: str | None = None
+    deadline: str | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing a person may need to hear about, derived from the log entry at ``seq``."""
+
+    id: str
+    type: str  # review.opened, review.deadline_near, review.escalated, review.decided, ...
+    log: str
+    seq: int
+    at: str  # the entry's time
+    review: str
+    facts: ReviewFacts
+    actor: str  # who wrote the entry
+    outcome: str | None = None  # approved / edited / rejected (review.decided)
+    reason: str = ""  # of a rejection, an escalation or a withdrawal
+    rationale: str = ""  # of an approval or an edit
+    role: str | None = None  # the role it needs now: the review's, or the one it was escalated to
+
+    @property
+    def name(self) -> str:
+        return self.type.removeprefix("review.")
+
+    @property
+    def tool(self) -> str:
+        return self.facts.tool
+
+
+def event_id(log: str, seq: int, type_: str) -> str:
+    return f"{log}-{seq}-{type_}"
+
+
+def facts_of_opened(body: dict[str, Any]) -> ReviewFacts:
+    call = body.get("call") or {}
+    policy = body.get("policy") or {}
+    args = call.get("args")
+    return ReviewFacts(
+        tool=str(call.get("tool") or ""),
+        agent=str(call.get("agent") or ""),
+        app=str(call.get("app") or ""),
+        session=str(call.get("session") or ""),
+        args=args if isinstance(args, dict) else {},
+        role=policy.get("role") if isinstance(policy.get("role"), str) else None,
+        deadline=body.get("deadline") if isinstance(body.get("deadline"), str) else None,
+    )
+
+
+def events_of(entry: Entry, lookup: Callable[[str], ReviewFacts | None]) -> list[Event]:
+    """The events ``entry`` yields; ``lookup`` finds the facts of a review opened earlier."""
+    body = entry.body if isinstance(entry.body, dict) else {}
+    review = body.get("review")
+    if not isinstance(review, str):
+        return []
+
+    def make(type_: str, facts: ReviewFacts, **extra: Any) -> Event:
+        extra.setdefault("role", facts.role)
+        return Event(
+            event_id(entry.log, entry.seq, type_),
+            type_,
+            entry.log,
+            entry.seq,
+            entry.at,
+            review,
+            facts,
+            entry.actor,
+            **extra,
+        )
+
+    if entry.kind == "review.opened":
+        facts = facts_of_opened(body)
+        found = [make("review.opened", facts)]
+        if facts.deadline is not None:
+            found.append(make("review.deadline_near", facts))
+        return found
+    if entry.kind not in (*DECIDED, "review.expired", "review.withdrawn", "review.escalated"):
+        return []
+    facts = lookup(review) or ReviewFacts()
+    reason = _text(body.get("reason"))
+    if entry.kind in DECIDED:
+        return [
+            make(
+                "review.decided",
+                facts,
+                outcome=DECIDED[entry.kind],
+                reason=reason,
+                rationale=_text(body.get("rationale")),
+            )
+        ]
+    if entry.kind == "review.escalated":
+        role = body.get("role")
+        return [make("review.escalated", facts, reason=reason, role=role if isinstance(role, str) else facts.role)]
+    return [make(entry.kind, facts, reason=reason)]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+# -- what is sent ---------------------------------------------------------------------------
+
+
+def clean(text: str, limit: int = TEXT_CHARS) -> str:
+    """One line of at most ``limit`` characters: control and format characters become spaces."""
+    flat = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text)
+    flat = " ".join(flat.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def key_args(args: dict[str, Any], *, redact: bool = False) -> str:
+    """``amount=5000, to="acct-x"``: the first few arguments, each value cut short."""
+    if not args:
+        return "no arguments"
+    names = list(args)
+    shown = names[:SUMMARY_ARGS]
+    if redact:
+        parts = [clean(name, 40) for name in shown]
+    else:
+        parts = [f"{clean(name, 40)}={clean(json.dumps(args[name], ensure_ascii=False), ARG_CHARS)}" for name in shown]
+    if len(names) > len(shown):
+        parts.append(f"… {len(names) - len(shown)} more")
+    return ", ".join(parts)
+
+
+def when(stamp: str | None) -> str:
+    """``2026-11-30 14:00 UTC`` from a log time."""
+    if not stamp:
+        return "no deadline"
+    try:
+        return parse_time(stamp).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return clean(stamp, 40)
+
+
+def span(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def summary(event: Event, *, redact: bool = False, lead: float | None = None) -> str:
+    """A short line a person reads: what, by whom, with which key arguments, and when it is due."""
+    f = event.facts
+    what = f"{clean(f.tool or 'a tool', 80)} from {clean(f.agent, 80) if f.agent else 'an agent'}"
+    call = f"{what} ({key_args(f.args, redact=redact)})"
+    due = f"deadline {when(f.deadline)}" if f.deadline else "no deadline"
+    if event.type == "review.opened":
+        role = f", role {clean(event.role, 80)}" if event.role else ""
+        return f"Review needed: {call}{role}; {due}"
+    if event.type == "review.deadline_near":
+        left = f"in {span(lead)}" if lead is not None else "soon"
+        return f"Deadline {left}: {call} still waits for a decision ({due})"
+    if event.type == "review.escalated":
+        because = f": {clean(event.reason)}" if event.reason else ""
+        return f"Escalated to role {clean(event.role or '?', 80)}: {call}; {due}{because}"
+    if event.type == "review.decided":
+        because = f": {clean(event.reason)}" if event.reason else ""
+        return f"{(event.outcome or 'decided').capitalize()} by {clean(event.actor, 120)}: {call}{because}"
+    if event.type == "review.expired":
+        return f"Expired without a decision: {call}"
+    because = f": {clean(event.reason)}" if event.reason else ""
+    return f"Withdrawn: {call}{because}"
+
+
+def review_url(desk_url: str, review: str) -> str:
+    """The review's page in the desk. It carries no credential: the desk asks the reader to sign in."""
+    return f"{desk_url.rstrip('/')}/reviews/{quote(review, safe='')}"
+
+
+def payload(event: Event, *, desk_url: str, redact: bool = False, lead: float | None = None) -> dict[str, Any]:
+    """The JSON object one endpoint is sent for ``event`` (webhooks send it as is)."""
+    f = event.facts
+    review: dict[str, Any] = {
+        "id": event.review,
+        "url": review_url(desk_url, event.review),
+        "tool": f.tool,
+        "agent": f.agent,
+        "app": f.app,
+        "session": f.session,
+        "role": event.role,
+        "deadline": f.deadline,
+    }
+    if not redact:
+        review["args"] = f.args
+    data: dict[str, Any] = {
+        "id": event.id,
+        "type": event.type,
+        "log": event.log,
+        "seq": event.seq,
+        "at": event.at,
+        "actor": event.actor,
+        "summary": summary(event, redact=redact, lead=lead),
+        "review": review,
+    }
+    if event.outcome is not None:
+        data["outcome"] = event.outcome
+    if event.reason:
+        data["reason"] = event.reason
+    if event.rationale:
+        data["rationale"] = event.rationale
+    if event.type == "review.deadline_near" and lead is not None:
+        data["lead_seconds"] = lead
+    return data
+
+
+def deadline_of(event: Event) -> datetime | None:
+    return parse_time(event.facts.deadline) if event.facts.deadline else None

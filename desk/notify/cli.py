@@ -1,0 +1,324 @@
+"""``desk notify``: add, list and remove endpoints; show deliveries; send a test; run the notifier.
+
+Also ``desk serve --notify`` (the flags come from :func:`add_serve_flags`). The argument parsing is
+light; the notifier's modules are imported only when a verb runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+from typing import Any
+
+from signoff.desk.notify._events import EVENT_NAMES
+
+DESK_URL_ENV = "SIGNOFF_DESK_URL"
+
+
+def _default_desk_url() -> str:
+    return os.environ.get(DESK_URL_ENV) or os.environ.get("SIGNOFF_ORIGIN") or "http://127.0.0.1:8080"
+
+
+def _filters(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a name for this endpoint (letters, digits, '.', '_', '-')")
+    p.add_argument("--tool", action="append", default=[], metavar="GLOB", help="only these tools (repeatable)")
+    p.add_argument("--role", action="append", default=[], help="only reviews for this role (repeatable)")
+    p.add_argument(
+        "--event",
+        action="append",
+        default=[],
+        choices=EVENT_NAMES,
+        help="only these events (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--deadline-lead",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="send deadline_near this long before a pending review's deadline (default 600)",
+    )
+    p.add_argument("--redact-args", action="store_true", help="send argument names only, never their values")
+    p.add_argument("--disabled", action="store_true", help="store it, but send nothing yet")
+    p.add_argument("--replace", action="store_true", help="replace the endpoint of this name")
+
+
+def add_parser(sub: Any, default_store: str) -> None:
+    """Add ``notify`` and its verbs to the ``desk`` command's subparsers."""
+    n = sub.add_parser("notify", help="tell people when a review needs them: webhooks, Slack, e-mail")
+    ns = n.add_subparsers(dest="ncmd", required=True)
+
+    add = ns.add_parser("add", help="add an endpoint (stored in the store's database)")
+    kinds = add.add_subparsers(dest="kind", required=True)
+    hook = kinds.add_parser("webhook", help="an HTTP endpoint that gets signed JSON")
+    _filters(hook)
+    hook.add_argument("--url", required=True)
+    secret = hook.add_mutually_exclusive_group()
+    secret.add_argument("--secret", help="the HMAC secret (default: a new one, printed once)")
+    secret.add_argument("--secret-env", metavar="VAR", help="read the secret from this environment variable")
+    slack = kinds.add_parser("slack", help="a Slack incoming webhook")
+    _filters(slack)
+    url = slack.add_mutually_exclusive_group(required=True)
+    url.add_argument("--url", help="the incoming webhook's URL (stored; it is a secret)")
+    url.add_argument("--url-env", metavar="VAR", help="read the URL from this environment variable")
+    mail = kinds.add_parser("email", help="e-mail over SMTP")
+    _filters(mail)
+    mail.add_argument("--smtp-host", required=True)
+    mail.add_argument("--smtp-port", type=int, help="default: 25, 587 (starttls) or 465 (tls)")
+    mail.add_argument("--tls", choices=["none", "starttls", "tls"], default="starttls")
+    mail.add_argument("--smtp-user")
+    password = mail.add_mutually_exclusive_group()
+    password.add_argument("--smtp-password-env", metavar="VAR", help="read the password from this variable")
+    password.add_argument("--smtp-password", help="the password (stored in the database; prefer --smtp-password-env)")
+    mail.add_argument("--ca-file", help="trust this CA bundle for the SMTP server's certificate")
+    mail.add_argument("--from", dest="sender", required=True, metavar="ADDRESS")
+    mail.add_argument("--to", action="append", required=True, metavar="ADDRESS", help="a recipient (repeatable)")
+    for p in (hook, slack, mail):
+        p.add_argument("--store", default=default_store)
+
+    ls = ns.add_parser("list", help="list endpoints (secrets left out)")
+    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--store", default=default_store)
+
+    rm = ns.add_parser("remove", help="remove an endpoint and its undelivered notifications")
+    rm.add_argument("name")
+    rm.add_argument("--store", default=default_store)
+
+    dl = ns.add_parser("deliveries", help="recent delivery attempts")
+    dl.add_argument("--endpoint")
+    dl.add_argument("--limit", type=int, default=20)
+    dl.add_argument("--json", action="store_true")
+    dl.add_argument("--store", default=default_store)
+
+    test = ns.add_parser("test", help="send a test notification to one endpoint now")
+    test.add_argument("name")
+    test.add_argument("--desk-url", default=_default_desk_url())
+    test.add_argument("--store", default=default_store)
+
+    serve = ns.add_parser("serve", help="run the notifier: follow the log and deliver")
+    serve.add_argument("--store", default=default_store)
+    serve.add_argument(
+        "--desk-url",
+        default=_default_desk_url(),
+        help=f"the desk's address in links (env {DESK_URL_ENV}; default http://127.0.0.1:8080)",
+    )
+    _tuning(serve)
+    serve.add_argument("--quiet", action="store_true", help="report only failures")
+
+
+def _tuning(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retry-base", type=float, default=2.0, metavar="SECONDS", help="first retry delay (doubles)")
+    p.add_argument("--retry-cap", type=float, default=600.0, metavar="SECONDS", help="longest retry delay")
+    p.add_argument("--max-attempts", type=int, default=10)
+    p.add_argument(
+        "--start-at",
+        type=int,
+        default=None,
+        metavar="SEQ",
+        help="on the very first start only: follow from this seq (default: the log's head)",
+    )
+
+
+def add_serve_flags(p: argparse.ArgumentParser) -> None:
+    """``desk serve --notify``: run the notifier inside the desk's process."""
+    p.add_argument("--notify", action="store_true", help="also run the notifier (see `desk notify`)")
+    p.add_argument(
+        "--desk-url",
+        default=os.environ.get(DESK_URL_ENV),
+        help=f"the desk's address in notification links (env {DESK_URL_ENV}; default: --origin, or http://HOST:PORT)",
+    )
+
+
+def _options(a: argparse.Namespace, desk_url: str) -> Any:
+    from signoff.desk.notify._runner import NotifierOptions
+
+    return NotifierOptions(
+        desk_url=desk_url.rstrip("/"),
+        retry_base=getattr(a, "retry_base", 2.0),
+        retry_cap=getattr(a, "retry_cap", 600.0),
+        max_attempts=getattr(a, "max_attempts", 10),
+        start_at=getattr(a, "start_at", None),
+    )
+
+
+def _quiet_http_client() -> None:
+    """httpx logs every request's full URL at INFO, and a Slack webhook's URL is its secret."""
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def start_in_desk(a: argparse.Namespace, desk: Any) -> Any:
+    """Start a notifier that shares the desk's store (wake-ups in memory); the caller stops it."""
+    from signoff.desk.notify._runner import Notifier
+
+    _quiet_http_client()
+    desk_url = a.desk_url or a.origin or f"http://{a.host}:{a.port}"
+    notifier = Notifier(a.store, _options(a, desk_url), store=desk.store, svc=desk.svc).start()
+    print(f"desk: notifier on; links point at {desk_url}/reviews/…", file=sys.stderr, flush=True)
+    return notifier
+
+
+def _settings(a: argparse.Namespace) -> dict[str, Any]:
+    if a.kind == "webhook":
+        generated = None if (a.secret or a.secret_env) else secrets.token_urlsafe(32)
+        return {"url": a.url, "secret": a.secret or generated, "secret_env": a.secret_env}
+    if a.kind == "slack":
+        return {"url": a.url, "url_env": a.url_env}
+    return {
+        "host": a.smtp_host,
+        "port": a.smtp_port,
+        "tls": a.tls,
+        "user": a.smtp_user,
+        "password": a.smtp_password,
+        "password_env": a.smtp_password_env,
+        "ca_file": a.ca_file,
+        "from": a.sender,
+        "to": a.to,
+    }
+
+
+def _show(endpoint: Any) -> str:
+    shown = endpoint.public()
+    s = shown["settings"]
+    where = s.get("url") or (f"{s.get('url_env')} (env)" if s.get("url_env") else "")
+    if endpoint.kind == "email":
+        where = f"{s['host']}:{s['port']} {s['tls']} -> {', '.join(s['to'])}"
+    filters = [f"{key}={','.join(shown[key])}" for key in ("tools", "roles", "events") if shown[key]]
+    state = "enabled" if endpoint.enabled else "disabled"
+    extra = " redact-args" if endpoint.redact_args else ""
+    return (
+        f"{endpoint.name}\t{endpoint.kind}\t{state}\t{where}\t{' '.join(filters) or 'all'}"
+        f"\tlead={endpoint.deadline_lead:g}s{extra}"
+    )
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run one ``desk notify`` verb; errors become a message and an exit code (2: bad input)."""
+    from signoff.desk.notify._errors import NotifyError
+
+    try:
+        return _run(a)
+    except NotifyError as exc:
+        print(f"desk notify: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(a: argparse.Namespace) -> int:
+    from signoff.audit import open_store
+    from signoff.desk.notify._endpoints import Endpoints, endpoint_from_options
+    from signoff.desk.notify._tables import Engines
+
+    if a.ncmd == "serve":
+        return _serve(a)
+    store = open_store(a.store, create=False)
+    engines = Engines(a.store)
+    try:
+        endpoints = Endpoints(engines, store.log_id)
+        if a.ncmd == "add":
+            settings = _settings(a)
+            endpoint = endpoint_from_options(
+                a.kind,
+                a.name,
+                settings,
+                tools=a.tool,
+                roles=a.role,
+                events=a.event,
+                deadline_lead=a.deadline_lead,
+                redact_args=a.redact_args,
+                enabled=not a.disabled,
+            )
+            saved = endpoints.add(endpoint, replace=a.replace, head=store.size())
+            print(f"added {_show(saved)}")
+            if a.kind == "webhook" and not (a.secret or a.secret_env):
+                print(
+                    f"webhook secret (shown once; the receiver checks Signoff-Signature with it): {settings['secret']}"
+                )
+        elif a.ncmd == "list":
+            found = endpoints.all()
+            if a.json:
+                print(json.dumps([e.public() for e in found], indent=2))
+            else:
+                for endpoint in found:
+                    print(_show(endpoint))
+        elif a.ncmd == "remove":
+            dropped = endpoints.remove(a.name)
+            print(f"removed {a.name} ({dropped} undelivered notifications dropped)")
+        elif a.ncmd == "deliveries":
+            return _deliveries(a, engines, store.log_id)
+        elif a.ncmd == "test":
+            return _test(a, endpoints.get(a.name), store.log_id)
+    finally:
+        engines.dispose()
+        store.close()
+    return 0
+
+
+def _deliveries(a: argparse.Namespace, engines: Any, log_id: str) -> int:
+    from sqlalchemy import select
+    from sqlmodel import col
+
+    from signoff.desk.notify._tables import NotifyAttempt
+
+    query = select(NotifyAttempt).where(col(NotifyAttempt.log) == log_id)
+    if a.endpoint:
+        query = query.where(col(NotifyAttempt.endpoint) == a.endpoint)
+    with engines.read.connect() as conn:
+        rows = conn.execute(query.order_by(col(NotifyAttempt.id).desc()).limit(a.limit)).all()
+    fields = ("at", "endpoint", "event_id", "attempt", "outcome", "status", "duration_ms", "error")
+    if a.json:
+        print(json.dumps([{f: getattr(row, f) for f in fields} for row in rows], indent=2))
+    else:
+        for row in rows:
+            print("\t".join("" if getattr(row, f) is None else str(getattr(row, f)) for f in fields))
+    return 0
+
+
+def _test(a: argparse.Namespace, endpoint: Any, log_id: str) -> int:
+    import time
+
+    import httpx
+
+    from signoff.desk.notify._channels import send
+
+    payload = {
+        "id": f"{log_id}-test-{secrets.token_hex(4)}",
+        "type": "notify.test",
+        "log": log_id,
+        "seq": None,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime()),
+        "actor": "service:signoff-notify",
+        "summary": f"Test notification for endpoint {endpoint.name}: Signoff can reach you.",
+        "review": {"id": "rv_test", "url": f"{a.desk_url.rstrip('/')}/", "tool": "", "agent": ""},
+    }
+    with httpx.Client(timeout=10.0, follow_redirects=False) as client:
+        outcome = send(endpoint, payload, client, timeout=10.0, attempt=1)
+    if outcome.delivered:
+        print(f"delivered to {endpoint.name} ({outcome.status})")
+        return 0
+    print(f"desk notify: not delivered to {endpoint.name}: {outcome.error}", file=sys.stderr)
+    return 1
+
+
+def _serve(a: argparse.Namespace) -> int:
+    from signoff.desk.notify._runner import Notifier
+
+    logging.basicConfig(
+        level=logging.WARNING if a.quiet else logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr
+    )
+    _quiet_http_client()
+    notifier = Notifier(a.store, _options(a, a.desk_url))
+    print(
+        f"desk notify: following log {notifier.log_id} from {a.store.split('://', 1)[0]}; "
+        f"links point at {a.desk_url.rstrip('/')}/reviews/…",
+        file=sys.stderr,
+        flush=True,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: notifier.request_stop())
+    try:
+        notifier.run()
+    except KeyboardInterrupt:
+        return 130
+    return 0
