@@ -31,6 +31,7 @@ KINDS = frozenset(
         "review.expired",
         "review.withdrawn",
         "run.resumed",
+        "run.replied",
         "tool.executed",
         "reviewer.enrolled",
         "reviewer.disabled",

@@ -384,10 +384,12 @@ class ReviewService(ReviewQueries, Reviewers):
 
         return self.store.transact(work)
 
-    def record_execution(self, review_id: str, *, actor: str, args: dict[str, Any]) -> Entry:
-        """Append ``tool.executed`` with the digest of the args the tool really ran with (rule 6)."""
+    def record_execution(self, review_id: str, *, actor: str, args: dict[str, Any], result: Any = None) -> Entry:
+        """Append ``tool.executed`` with the digest of the args the tool really ran with (rule 6), and,
+        when given, the digest of its result and a short preview of it for the people who decided."""
         check_actor(actor)
         found = digest(args)
+        outcome = result_fields(result) if result is not None else {}
 
         def work(tx: Tx) -> Entry:
             row = self._row(tx, review_id)
@@ -395,9 +397,42 @@ class ReviewService(ReviewQueries, Reviewers):
             if tx.rules.version >= RULES_VERSION:
                 resumed = tx.conn.execute(RESUMED_SEQ, {"id": row.frontier}).scalar()
                 rules.executed_after_resume(review_id, resumed)
-            body = {"review": review_id, "args_digest": found}
+            body = {"review": review_id, "args_digest": found, **outcome}
             entry = tx.append(actor, "tool.executed", body, self._signature(tx, actor, "tool.executed", body))
             tx.conn.execute(update(ReviewRow).where(ReviewRow.id == review_id).values(executed_seq=entry.seq))  # type: ignore[arg-type]
             return entry
 
         return self.store.transact(work)
+
+    def record_reply(self, frontier_id: str, *, actor: str, text: str) -> Entry:
+        """Append ``run.replied``: the agent's next words after a resumed run (bounded), once per frontier."""
+        check_actor(actor)
+        if not actor.startswith(("agent:", "service:")):
+            raise NotAllowed(f"actor: expected an agent: or service: actor, found {actor!r}")
+        body = {"frontier": frontier_id, "text": str(text)[:MAX_REPLY]}
+
+        def work(tx: Tx) -> Entry:
+            front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
+            if front is None:
+                raise UnknownFrontier(frontier_id)
+            rules.reply(frontier_id, front.resumed_seq, replied=bool(tx.rows(_REPLIED_SQL, frontier_id, tx.log)))
+            return tx.append(actor, "run.replied", body, self._signature(tx, actor, "run.replied", body))
+
+        return self.store.transact(work)
+
+
+MAX_PREVIEW = 500
+MAX_REPLY = 2000
+_REPLIED_SQL = "SELECT seq FROM signoff_entry WHERE subject = ? AND log = ? AND kind = 'run.replied' LIMIT 1"
+
+
+def result_fields(result: Any) -> dict[str, str]:
+    """``result_digest`` (of its canonical JSON, or of its text when it is not JSON) and a preview."""
+    try:
+        check(result)
+        text = json.dumps(result, ensure_ascii=False, sort_keys=True)
+        fingerprint = digest(result)
+    except (ValueError, TypeError):
+        text = repr(result)
+        fingerprint = digest(text)
+    return {"result_digest": fingerprint, "result_preview": text[:MAX_PREVIEW]}

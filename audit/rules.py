@@ -209,6 +209,14 @@ def executed_after_resume(review_id: str, resumed_seq: int | None) -> None:
         )
 
 
+def reply(frontier: str, resumed_seq: int | None, *, replied: bool) -> None:
+    """``run.replied`` (rules version 2) follows its frontier's ``run.resumed``, once."""
+    if resumed_seq is None:
+        raise FrontierNotReady(f"frontier {frontier}: expected run.resumed before run.replied, found no resume")
+    if replied:
+        raise AlreadyResumed(f"frontier {frontier}: expected one run.replied, found one already")
+
+
 def opened_data(body: dict[str, Any]) -> dict[str, Any]:
     """The review projection's ``data`` for a ``review.opened`` body: the call and its policy."""
     return {"call": body["call"], "policy": body.get("policy") or {}}

@@ -64,6 +64,7 @@ class Verifier:
         self.keep_all = False
         self.closed_reviews: set[int | str] = set()
         self.closed_frontiers: set[int | str] = set()
+        self.replied: set[int | str] = set()  # frontiers with their run.replied
         self.review_sum = 0
         self.frontier_sum = 0
         self._simple = False
@@ -274,6 +275,15 @@ class Verifier:
                 self.frontier_sum += row_hash(frontier_tuple(frontier_id, front))
                 del self.frontiers[frontier_id]
                 self.closed_frontiers.add(_small(frontier_id))
+        elif kind == "run.replied":
+            frontier_id = str(body.get("frontier"))
+            front = self._frontier(frontier_id)
+            if not actor.startswith(("agent:", "service:")):
+                raise rules.NotAllowed(f"actor: expected an agent: or service: actor, found {actor!r}")
+            rules.reply(
+                frontier_id, front[2] if front is not None else None, replied=_small(frontier_id) in self.replied
+            )
+            self.replied.add(_small(frontier_id))
         elif kind == "tool.executed":
             facts = self._review(str(body.get("review")))
             state = rules.execute(facts.state if facts else None, str(body.get("review")), body.get("args_digest"))

@@ -201,7 +201,11 @@ class ToolGate:
         self, review: Review, args: dict[str, Any], tool_context: Any, result: Any
     ) -> dict[str, Any] | None:
         await asyncio.to_thread(
-            self.signoff.reviews.record_execution, review.id, actor=agent_actor(tool_context.agent_name), args=args
+            self.signoff.reviews.record_execution,
+            review.id,
+            actor=agent_actor(tool_context.agent_name),
+            args=args,
+            result=result,
         )
         if review.status == EDITED and isinstance(result, dict):
             return {**result, "signoff_note": edit_note(review)}

@@ -30,7 +30,7 @@ from google.adk.runners import Runner
 from google.adk.sessions.session import Session
 
 from signoff.audit import Frontier, ReviewService, Store
-from signoff.audit.errors import AlreadyResumed, FrontierNotReady
+from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
 from signoff.bridge._calls import adk_confirmation_id, answered_ids, paused_call_of, resume_message
 from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
@@ -273,6 +273,7 @@ class Resumer:
     async def _drive(self, frontier: Frontier, message: Any, *, how: str) -> Resumed:
         first = frontier.reviews[0].call
         count = 0
+        reply = ""
         with resuming():  # the plugin's guard passes what Signoff's own resumer sends
             async for event in self.runner.run_async(
                 user_id=first.user, session_id=first.session, invocation_id=first.invocation, new_message=message
@@ -280,9 +281,20 @@ class Resumer:
                 if count == 0:
                     self._step("sent", frontier.id)
                 count += 1
+                if event.author != "user" and event.is_final_response():
+                    reply = _text(event) or reply
                 if self.on_event is not None:
                     self.on_event(event)
+        if reply:
+            await asyncio.to_thread(self._record_reply, frontier.id, reply)
         return Resumed(frontier.id, first.session, first.invocation, how, count)
+
+    def _record_reply(self, frontier_id: str, text: str) -> None:
+        """``run.replied``: what the agent said next, for the people who decided (once; best effort)."""
+        try:
+            self.signoff.reviews.record_reply(frontier_id, actor=self.actor, text=text)
+        except AuditError as exc:  # already recorded (a re-drive), or a log that refuses it: the run is done
+            log.info("frontier %s: reply not recorded: %s", frontier_id, exc)
 
     # -- crash recovery ------------------------------------------------------------------
 
@@ -338,3 +350,8 @@ def _ran_on(events: list[Event], frontier: Frontier) -> bool:
     if answer is None:
         return False
     return any(ev.author != "user" and ev.is_final_response() for ev in events[answer + 1 :])
+
+
+def _text(event: Event) -> str:
+    parts = event.content.parts if event.content and event.content.parts else []
+    return "".join(p.text for p in parts if p.text and not p.thought).strip()

@@ -10,6 +10,7 @@ from _support import REVIEWER, REVIEWER_KEY, Harness, fc, run_turn, runs, single
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
 from signoff import bridge
+from signoff.audit.canonical import digest
 from signoff.audit.errors import NotAllowed, SchemaViolation
 
 pytestmark = pytest.mark.asyncio
@@ -48,6 +49,12 @@ async def test_approve_runs_tool_once(signoff: bridge.Signoff, runs_file: Path, 
     assert [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
     assert signoff.reviews.get(review.id).executed
     assert await h.resume() == []  # never twice
+    # What happened, for the people who decided: the tool's result and the agent's next words.
+    [executed] = signoff.store.entries(kind="tool.executed")
+    assert executed.body["result_preview"] == '{"amount": 50, "ok": true, "to": "acct-1"}'
+    assert executed.body["result_digest"] == digest({"ok": True, "amount": 50, "to": "acct-1"})
+    [replied] = signoff.store.entries(kind="run.replied")
+    assert replied.body["frontier"] == review.frontier and replied.body["text"].startswith("done: ")
 
 
 async def test_edit_tool_receives_patched_args(signoff: bridge.Signoff, runs_file: Path, tmp_path: Path) -> None:
