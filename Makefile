@@ -23,10 +23,14 @@ lint: install
 test: lint
 	$(BIN)/pytest
 
+# The benchmarks print JSON; audit_bench runs CHAP (the `bench` extra) side by side.
 bench: install
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python tests/benchmarks/audit_bench.py
 	$(BIN)/python tests/benchmarks/bridge_bench.py
 	$(BIN)/python tests/benchmarks/desk_bench.py
+	$(BIN)/python tests/benchmarks/notify_bench.py
+	$(BIN)/python tests/benchmarks/scale_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -30,6 +30,7 @@ from signoff.audit.review_queries import ReviewQueries
 from signoff.audit.reviews import ReviewService
 from signoff.audit.store import open_store
 from signoff.audit.verify import Report, load_checkpoint, verify_file, verify_store
+from signoff.audit.verify_parallel import default_jobs
 
 
 def _progress(total: int) -> Any:
@@ -59,8 +60,27 @@ def entry_line(item: Entry) -> str:
         detail = f"patch: {json.dumps(body.get('patch'), ensure_ascii=False)[:80]}"
     elif item.kind == "log.checkpoint":
         detail = f"size {body.get('size')} root {body.get('root')}"
+    elif item.kind == "tool.executed" and body.get("result_preview"):
+        detail = f"result: {str(body['result_preview'])[:80]}"
+    elif item.kind == "run.replied":
+        detail = f"reply: {str(body.get('text', ''))[:80]}"
+    elif item.kind == "review.approved" and body.get("round") is not None:
+        detail = f"round {body['round']}"
+    elif item.kind == "review.auto_approved":
+        named = body.get("policy") or {}
+        args = json.dumps(body["call"]["args"], ensure_ascii=False)[:60]
+        detail = f"{body['call']['tool']} {args} by policy {named.get('name')}"
+    elif item.kind == "review.escalated":
+        detail = f"to role {body.get('role')}"
+    elif item.kind == "review.claimed":
+        detail = f"by {body.get('reviewer')} until {body.get('until')}"
+    elif item.kind == "policy.set":
+        subject = f"policy:{body.get('policy')}"
+        detail = (
+            "retired" if body.get("retired") else f"tools {body.get('tools')}, {body.get('approvals', 1)} approval(s)"
+        )
     signed = f" signed ({item.sig.get('alg')})" if item.sig else ""
-    return f"{item.seq:>6}  {item.at}  {item.kind:<18} {item.actor:<32} {subject} {detail}{signed}".rstrip()
+    return f"{item.seq:>6}  {item.at}  {item.kind:<20} {item.actor:<28} {subject} {detail}{signed}".rstrip()
 
 
 def _report(args: argparse.Namespace, report: Report) -> int:
@@ -109,6 +129,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     against = load_checkpoint(Path(args.against)) if args.against else None
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise UnusableInput(f"--jobs: expected 1 or more worker processes, found {jobs}")
     if args.file:
         path = Path(args.file)
         if not path.is_file():
@@ -126,10 +149,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 f"{path}: expected an `audit export` JSONL file (one log entry per line) or an `audit prove` "
                 "file, found another kind of file"
             )
-        return _report(args, verify_file(path, against=against, pinned_key=args.log_key))
+        return _report(args, verify_file(path, against=against, pinned_key=args.log_key, jobs=jobs))
     store = open_existing(args)
     report = verify_store(
-        store, against=against, progress=_progress(store.size()), pinned_key=args.log_key, incremental=args.incremental
+        store,
+        against=against,
+        progress=_progress(store.size()),
+        pinned_key=args.log_key,
+        incremental=args.incremental,
+        jobs=jobs,
     )
     return _report(args, report)
 
@@ -311,6 +339,12 @@ def register(sub: Any) -> None:
         help="with --against: trust the entries the kept checkpoint covers (its root proves them); check later ones",
     )
     ver.add_argument("--log-key", help="pin the log's public key (ed25519:<base64>)")
+    ver.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes for hashes, canonical form and signatures (default: one per core; 1: this process)",
+    )
     add_json(ver)
 
     check = verb(

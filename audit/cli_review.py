@@ -166,22 +166,26 @@ def cmd_reviewers(args: argparse.Namespace) -> int:
 def cmd_pending(args: argparse.Namespace) -> int:
     svc = ReviewService(open_existing(args))
     reviews = svc.pending(tool=args.tool, limit=args.limit)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "review": r.id,
             "tool": r.tool,
             "agent": r.call.agent,
             "args": r.call.args,
             "deadline": r.deadline.isoformat() if r.deadline else None,
+            "approvals": [who for who, _seq in r.approvals],
+            "approvals_needed": r.approvals_needed,
+            "round_args": r.round_args,
         }
         for r in reviews
     ]
 
     def text() -> None:
         for r in rows:
+            quorum = f" approvals {len(r['approvals'])}/{r['approvals_needed']}" if r["approvals_needed"] > 1 else ""
             print(
-                f"{r['review']}  {r['tool']:<20} {r['agent'] or '-':<16} deadline {r['deadline'] or '-'}  "
-                f"{json.dumps(r['args'], ensure_ascii=False)[:80]}"
+                f"{r['review']}  {r['tool']:<20} {r['agent'] or '-':<16} deadline {r['deadline'] or '-'}{quorum}  "
+                f"{json.dumps(r['round_args'] or r['args'], ensure_ascii=False)[:80]}"
             )
 
     emit(args, rows, text)
@@ -208,7 +212,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         review = svc.edit(args.review, reviewer=actor, patch=patch, rationale=args.rationale or "", signer=signer)
     else:
         review = svc.reject(args.review, reviewer=actor, reason=args.reason or "", signer=signer)
-    data = {
+    data: dict[str, Any] = {
         "review": review.id,
         "status": review.status,
         "decided_by": review.decided_by,
@@ -216,8 +220,19 @@ def cmd_decide(args: argparse.Namespace) -> int:
         "final_args": review.final_args,
         "signed": signer is not None,
     }
-    runs = f"; runs with {json.dumps(review.final_args, ensure_ascii=False)}" if review.final_args else ""
-    emit(args, data, f"{review.id}: {review.status} by {review.decided_by} at seq {review.decision_seq}{runs}")
+    if review.status == "pending":  # one approval toward a quorum
+        data["approvals"] = [{"by": who, "seq": seq} for who, seq in review.approvals]
+        data["approvals_needed"] = review.approvals_needed
+        more = review.approvals_needed - len(review.approvals)
+        text = (
+            f"{review.id}: approval {len(review.approvals)} of {review.approvals_needed} recorded "
+            f"(by {', '.join(who for who, _ in review.approvals)}); "
+            f"{more} more {'person' if more == 1 else 'people'} must approve before it runs"
+        )
+    else:
+        runs = f"; runs with {json.dumps(review.final_args, ensure_ascii=False)}" if review.final_args else ""
+        text = f"{review.id}: {review.status} by {review.decided_by} at seq {review.decision_seq}{runs}"
+    emit(args, data, text)
     return 0
 
 

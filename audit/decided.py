@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from signoff.audit import rules, trust
+from signoff.audit import policies, rules, trust
 from signoff.audit.canonical import digest
 from signoff.audit.entry import OUTCOMES, Entry, parse_time
 from signoff.audit.errors import AuditError, NotAllowed, ReviewError, UnknownReview
@@ -30,8 +30,14 @@ from signoff.audit.trust import Keyring, LogRules
 DECISIONS = trust.DECISIONS
 _BY_SUBJECT = "SELECT seq, hash, raw FROM signoff_entry WHERE subject = ? AND log = ? ORDER BY seq"
 _BY_SEQ = "SELECT seq, hash, raw FROM signoff_entry WHERE log = ? AND seq = ?"
+# ``log || ''`` keeps the planner on the subject index (a plain ``log = ?`` with ``seq < ?`` walks the
+# (log, seq) key: every entry before the decision, on every proof).
+_POLICIES = (
+    "SELECT seq, hash, raw FROM signoff_entry WHERE log || '' = ? AND subject >= 'policy:' AND subject < 'policy;' "
+    "AND seq < ? ORDER BY seq"
+)
 _ADMIN_ENTRIES = (
-    "SELECT seq, hash, raw FROM signoff_entry WHERE log = ? AND subject >= 'admin:' AND subject < 'admin;' "
+    "SELECT seq, hash, raw FROM signoff_entry WHERE log || '' = ? AND subject >= 'admin:' AND subject < 'admin;' "
     "AND seq < ? ORDER BY seq"
 )
 
@@ -43,72 +49,144 @@ class DecisionNotProven(AuditError):
 # -- a review from its entries (pure) -----------------------------------------------------
 
 
+@dataclass
+class _Replay:
+    """A review's decisions replayed from its own entries (quorum rounds, escalation, claims)."""
+
+    args: dict[str, Any]
+    needed: int
+    status: str = "pending"
+    closing: Entry | None = None
+    round: int = 0
+    patch: Any = None  # the edit that started the current round
+    approvals: list[Entry] = field(default_factory=list)  # the current round's, the editor's first
+    escalated_role: str | None = None
+    claim: tuple[str, str] | None = None
+    problem: str = ""
+
+
+def replay(review_id: str, opened: Entry, own: Sequence[Entry]) -> _Replay:
+    """Fold a review's entries (oldest first): each approval must name the round's args (and, where
+    several people must approve, its round and the same answer); an edit starts a new round that
+    the editor's approval opens. A tampered entry ends the replay with ``problem`` set."""
+    body = opened.body
+    policy = Policy.from_json(body.get("policy"))
+    state = _Replay(dict(body["call"]["args"]), max(1, int(policy.approvals)))
+    for item in own:
+        if item.seq <= opened.seq or state.closing is not None:
+            continue
+        if item.kind == "review.escalated":
+            state.escalated_role = str(item.body.get("role"))
+        elif item.kind == "review.claimed":
+            state.claim = (str(item.body.get("reviewer")), str(item.body.get("until")))
+        elif item.kind in ("review.approved", "review.edited"):
+            state.problem = _take_approval(review_id, state, item)
+            if state.problem:
+                state.closing, state.status = item, OUTCOMES[item.kind]
+        elif item.kind in OUTCOMES:
+            state.closing, state.status = item, OUTCOMES[item.kind]
+    return state
+
+
+def _take_approval(review_id: str, state: _Replay, item: Entry) -> str:
+    """One approval or edit into ``state``; what is wrong with it, if anything."""
+    if state.needed > 1 and item.body.get("round") != state.round:
+        found = item.body.get("round")
+        return f"review {review_id}: the decision at seq {item.seq} names round {found!r}, not {state.round}"
+    if item.kind == "review.edited":
+        try:
+            result = rules.patched_args(state.args, item.body.get("patch"))
+        except ReviewError as exc:
+            return f"review {review_id}: the edit at seq {item.seq} does not apply: {exc}"
+        state.args, state.round, state.patch, state.approvals = result, state.round + 1, item.body.get("patch"), []
+    elif any(earlier.actor == item.actor for earlier in state.approvals):
+        return f"review {review_id}: {item.actor} approved round {state.round} twice (seq {item.seq})"
+    elif state.approvals and item.body.get("payload") != state.approvals[0].body.get("payload"):
+        return f"review {review_id}: the approval at seq {item.seq} gives another answer than its round's first"
+    if digest(state.args) != item.body.get("args_digest"):
+        return (
+            f"review {review_id}: expected the decision at seq {item.seq} to name args {digest(state.args)}, "
+            f"found {item.body.get('args_digest')}"
+        )
+    state.approvals.append(item)
+    if len(state.approvals) >= state.needed:
+        state.closing, state.status = item, "edited" if state.round else "approved"
+    return ""
+
+
 def review_from_entries(review_id: str, own: Sequence[Entry], resumed: bool) -> Review:
     """The review that ``own`` (its entries, oldest first, each naming ``review_id``) describe."""
+    auto = next((e for e in own if e.kind == "review.auto_approved"), None)
+    if auto is not None:
+        return _auto_review(review_id, auto, own, resumed)
     opened = next((e for e in own if e.kind == "review.opened"), None)
     if opened is None:
         raise UnknownReview(review_id)
     body = opened.body
     call = CallSpec.from_json(body["call"])
-    closing = next((e for e in own if e.kind in OUTCOMES), None)
-    status = OUTCOMES[closing.kind] if closing is not None else "pending"
-    final_args: dict[str, Any] | None = None
-    patch = None
-    answer = None
-    rationale = reason = ""
-    problem = ""
-    if closing is not None:
-        try:
-            final_args, patch = _final_args(review_id, call.args, closing)
-        except DecisionNotProven as exc:  # tampered: say so, and offer nothing to run
-            final_args, patch, problem = None, closing.body.get("patch"), str(exc)
-        answer = closing.body.get("payload")
-        rationale = str(closing.body.get("rationale") or "")
-        reason = "deadline passed" if closing.kind == "review.expired" else str(closing.body.get("reason") or "")
+    state = replay(review_id, opened, own)
+    closing = state.closing
+    runs = state.status in ("approved", "edited") and not state.problem
     return Review(
         id=review_id,
         frontier=str(body.get("frontier")),
-        status=status,
+        status=state.status,
         call=call,
         args_digest=str(body["call"].get("args_digest")),
-        policy=Policy(**(body.get("policy") or {})),
+        policy=Policy.from_json(body.get("policy")),
         deadline=parse_time(body["deadline"]) if body.get("deadline") else None,
         opened_at=parse_time(opened.at),
         opened_seq=opened.seq,
         decided_at=parse_time(closing.at) if closing is not None else None,
         decided_by=closing.actor if closing is not None else None,
         decision_seq=closing.seq if closing is not None else None,
-        final_args=final_args,
-        patch=patch,
-        rationale=rationale,
-        reason=reason,
-        answer_payload=answer,
+        final_args=state.args if runs else None,
+        patch=closing.body.get("patch") if closing is not None and closing.kind == "review.edited" else state.patch,
+        rationale=str(closing.body.get("rationale") or "") if closing is not None else "",
+        reason=_reason(closing),
+        answer_payload=closing.body.get("payload") if closing is not None else None,
         executed=any(e.kind == "tool.executed" for e in own),
         resumed=resumed,
-        problem=problem,
+        problem=state.problem,
+        approvals=tuple((e.actor, e.seq) for e in state.approvals),
+        round=state.round,
+        round_args=state.args if closing is None else None,
+        escalated_role=state.escalated_role,
+        claim=state.claim,
     )
 
 
-def _final_args(review_id: str, opened_args: dict[str, Any], closing: Entry) -> tuple[dict[str, Any] | None, Any]:
-    """The args an approval or edit decided, recomputed from the opened args (rule 3), digest-checked."""
-    if closing.kind == "review.approved":
-        result, patch = opened_args, None
-    elif closing.kind == "review.edited":
-        patch = closing.body.get("patch")
-        try:
-            result = rules.patched_args(opened_args, patch)
-        except ReviewError as exc:
-            raise DecisionNotProven(
-                f"review {review_id}: the edit at seq {closing.seq} does not apply: {exc}"
-            ) from None
-    else:
-        return None, None
-    if digest(result) != closing.body.get("args_digest"):
-        raise DecisionNotProven(
-            f"review {review_id}: expected the decision at seq {closing.seq} to name args {digest(result)}, "
-            f"found {closing.body.get('args_digest')}"
-        )
-    return result, patch
+def _reason(closing: Entry | None) -> str:
+    if closing is None:
+        return ""
+    return "deadline passed" if closing.kind == "review.expired" else str(closing.body.get("reason") or "")
+
+
+def _auto_review(review_id: str, auto: Entry, own: Sequence[Entry], resumed: bool) -> Review:
+    """A call the policy in force let through (``review.auto_approved``): it runs with its own args."""
+    call = CallSpec.from_json(auto.body["call"])
+    named = auto.body.get("policy") or {}
+    return Review(
+        id=review_id,
+        frontier="",
+        status="auto_approved",
+        call=call,
+        args_digest=str(auto.body["call"].get("args_digest")),
+        policy=Policy(name=named.get("name"), seq=named.get("seq"), digest=named.get("digest")),
+        deadline=None,
+        opened_at=parse_time(auto.at),
+        opened_seq=auto.seq,
+        decided_at=parse_time(auto.at),
+        decided_by=auto.actor,
+        decision_seq=auto.seq,
+        final_args=dict(call.args),
+        patch=None,
+        rationale=f"policy {named.get('name')}: its rule lets this call through",
+        reason="",
+        answer_payload=None,
+        executed=any(e.kind == "tool.executed" for e in own),
+        resumed=resumed,
+    )
 
 
 def _own(review_id: str, rows: Iterable[Any], *, check_hashes: bool) -> list[Entry]:
@@ -165,34 +243,86 @@ class TrustCache:
 def prove_decision(store: LogReader, review_id: str, *, cache: TrustCache | None = None) -> SignedDecision:
     """The gate's check before a tool runs; raises :class:`DecisionNotProven` (or ``UnknownReview``).
 
-    Returns for every final status; only approved and edited decisions carry final args.
+    Returns for every final status; only approved, edited and auto-approved calls carry final args.
+    Where a policy asks several people, every approval of the deciding round is proven the same way.
+    An auto-approval is proven by the policy it names: the one in force, set by an admin's signed
+    ``policy.set``, whose rule lets the call through when evaluated again here.
     """
     cache = cache or TrustCache()
     log_id = store.log_id
     own = _own(review_id, store.read_rows(_BY_SUBJECT, review_id, log_id), check_hashes=True)
     if not own:
         raise UnknownReview(review_id)
-    closing = next((e for e in own if e.kind in OUTCOMES), None)
     review = review_from_entries(review_id, own, resumed=False)
     if review.problem:
         raise DecisionNotProven(review.problem)
+    if review.status == "auto_approved":
+        auto = next(e for e in own if e.kind == "review.auto_approved")
+        return SignedDecision(review, _prove_auto(store, review, auto, cache))
+    closing = next((e for e in own if e.seq == review.decision_seq), None)
     if closing is None or closing.kind not in DECISIONS:
         return SignedDecision(review, None)
-    _check_link(store, closing, cache)
-    rules_, ring, reviewer = _trust_at(store, closing.seq, closing.actor, cache)
-    try:
-        ring.check(closing.seq, closing.kind, closing.actor, closing.body, closing.sig)
-    except NotAllowed as exc:
-        raise DecisionNotProven(f"review {review_id}: the decision at seq {closing.seq} is not proven: {exc}") from None
-    if reviewer is None or not rules.covers(reviewer, review.tool, review.policy.role):
-        raise DecisionNotProven(
-            f"review {review_id}: expected {closing.actor} enrolled, enabled and covering {review.tool} "
-            f"at seq {closing.seq}, found {reviewer}"
-        )
-    signed = str(closing.sig.get("key")) if closing.sig else None
-    if signed is None and rules_.signed_decisions:  # check_signature refuses this already; kept explicit
-        raise DecisionNotProven(f"review {review_id}: expected a signed decision, found none")
+    deciders = (
+        [closing] if closing.kind == "review.rejected" else [e for e in own if (e.actor, e.seq) in review.approvals]
+    )
+    roles = (review.policy.role,) if review.escalated_role is None else (review.policy.role, review.escalated_role)
+    signed: str | None = None
+    for item in deciders:
+        signed = _prove_signed(store, review, item, roles, cache)
     return SignedDecision(review, signed)
+
+
+def _prove_signed(
+    store: LogReader, review: Review, item: Entry, roles: tuple[str | None, ...], cache: TrustCache
+) -> str | None:
+    """One person's decision entry: its link, their signature under the log's chain of keys, and that
+    they were enrolled, enabled and covering the tool then."""
+    _check_link(store, item, cache)
+    rules_, ring, reviewer = _trust_at(store, item.seq, item.actor, cache)
+    try:
+        ring.check(item.seq, item.kind, item.actor, item.body, item.sig)
+    except NotAllowed as exc:
+        raise DecisionNotProven(f"review {review.id}: the decision at seq {item.seq} is not proven: {exc}") from None
+    if reviewer is None or not any(rules.covers(reviewer, review.tool, role) for role in roles):
+        raise DecisionNotProven(
+            f"review {review.id}: expected {item.actor} enrolled, enabled and covering {review.tool} "
+            f"at seq {item.seq}, found {reviewer}"
+        )
+    signed = str(item.sig.get("key")) if item.sig else None
+    if signed is None and rules_.signed_decisions:  # check_signature refuses this already; kept explicit
+        raise DecisionNotProven(f"review {review.id}: expected a signed decision, found none")
+    return signed
+
+
+def _prove_auto(store: LogReader, review: Review, auto: Entry, cache: TrustCache) -> str | None:
+    """An auto-approval: the policy it names is the one in force for the tool at that seq, an admin
+    signed it, and its rule, evaluated again on the call's own inputs, lets the call through."""
+    _check_link(store, auto, cache)
+    found = [parse_entry(bytes(r.raw)) for r in store.read_rows(_POLICIES, store.log_id, auto.seq)]
+    defs = [policies.parse(e.body, e.seq) for e in found if e.kind == "policy.set"]
+    in_force = policies.in_force(defs, review.tool)
+    call = review.call
+    needed, why = True, "no policy is in force"
+    if in_force is not None:
+        inputs = policies.rule_inputs(
+            in_force, args=call.args, tool=call.tool, agent=call.agent, app=call.app, user=call.user
+        )
+        needed, why = policies.needs_person(in_force, inputs)
+    try:
+        rules.auto_approve(in_force, auto.body.get("policy"), needed, why)
+    except NotAllowed as exc:
+        raise DecisionNotProven(
+            f"review {review.id}: the auto-approval at seq {auto.seq} is not proven: {exc}"
+        ) from None
+    assert in_force is not None
+    entry = _row_entry(store, in_force.seq)
+    _check_link(store, entry, cache)
+    _rules, ring, _reviewer = _trust_at(store, entry.seq, entry.actor, cache)
+    try:
+        ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)  # an admin's authority and signature
+    except NotAllowed as exc:
+        raise DecisionNotProven(f"policy {in_force.name} at seq {entry.seq} is not proven: {exc}") from None
+    return str(entry.sig.get("key")) if entry.sig else None
 
 
 def _row_entry(store: LogReader, seq: int) -> Entry:

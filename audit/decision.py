@@ -24,18 +24,29 @@ EDITED = "review.edited"
 REJECTED = "review.rejected"
 
 
-def approve_body(review: str, args_digest: str, rationale: str = "", payload: Any = None) -> dict[str, Any]:
-    """``review.approved``: the args as opened (their digest), and the answer to the tool's own question."""
+def approve_body(
+    review: str, args_digest: str, rationale: str = "", payload: Any = None, round: int | None = None
+) -> dict[str, Any]:
+    """``review.approved``: the args approved (their digest), the answer to the tool's own question, and
+    (for a review that needs several people) the round of approvals it belongs to."""
     body: dict[str, Any] = {"review": review, "args_digest": args_digest, "rationale": rationale or ""}
     if payload is not None:
         body["payload"] = payload
+    if round is not None:
+        body["round"] = round
     return body
 
 
 def edit_body(
-    review: str, patch: list[Any], final_args: dict[str, Any], rationale: str = "", payload: Any = None
+    review: str,
+    patch: list[Any],
+    final_args: dict[str, Any],
+    rationale: str = "",
+    payload: Any = None,
+    round: int | None = None,
 ) -> dict[str, Any]:
-    """``review.edited``: the RFC 6902 patch exactly as made, and the digest of the args it produces."""
+    """``review.edited``: the RFC 6902 patch exactly as made (on the round's args), and the digest of the
+    args it produces; with several approvers, the round it edits (the edit starts the next one)."""
     body: dict[str, Any] = {
         "review": review,
         "patch": patch,
@@ -44,6 +55,8 @@ def edit_body(
     }
     if payload is not None:
         body["payload"] = payload
+    if round is not None:
+        body["round"] = round
     return body
 
 

@@ -28,6 +28,7 @@ SQL = {
         "lock": "SELECT id FROM signoff_log WHERE id = %s FOR UPDATE",
         "insert": f"INSERT INTO signoff_entry ({', '.join(_ENTRY_COLUMNS)}) VALUES ({', '.join(['%s'] * 8)})",
         "node": "SELECT hash, nodes FROM signoff_entry WHERE log = %s AND seq = %s",
+        "notify": "SELECT pg_notify(%s, %s)",
     },
 }
 

@@ -16,7 +16,7 @@ A policy names the tools it covers (an fnmatch glob) and says, for their calls:
 * ``claim_seconds``: how long a reviewer's "I'm on it" claim lasts.
 
 The policy in force for a tool is the newest ``policy.set`` whose glob matches it; a later
-``policy.set`` with the same ``name`` replaces a policy (``"retired": true`` ends it). Every review
+``policy.set`` with the same name (``policy``) replaces a policy (``"retired": true`` ends it). Every review
 opened under a policy names it (``policy_seq``), so the log shows which rule decided each call.
 """
 
@@ -26,15 +26,19 @@ import fnmatch
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from signoff.audit.canonical import canonical
+from signoff.audit.entry import format_time, parse_time
 from signoff.audit.errors import InvalidEntry
 
 MAX_APPROVALS = 10
-_FIELDS = {"name", "tools", "review_when", "vars", "approvals", "role", "deadline_seconds", "escalate", "claim_seconds",
-           "retired"}  # fmt: skip
+_FIELDS = {
+    "policy", "tools", "review_when", "vars", "approvals", "role", "deadline_seconds", "escalate", "claim_seconds",
+    "retired",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,9 +75,9 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
     extra = set(body) - _FIELDS
     if extra:
         raise InvalidEntry(f"policy: expected only the fields {sorted(_FIELDS)}, found {sorted(extra)}")
-    name, tools = body.get("name"), body.get("tools")
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidEntry(f"policy.name: expected a name, found {name!r}")
+    name, tools = body.get("policy"), body.get("tools")
+    if not isinstance(name, str) or not name.strip() or ":" in name:
+        raise InvalidEntry(f"policy: expected a policy name (no ':'), found {name!r}")
     if not isinstance(tools, str) or not tools.strip():
         raise InvalidEntry(f"policy.tools: expected a tool name or glob, found {tools!r}")
     approvals = body.get("approvals", 1)
@@ -130,14 +134,24 @@ def _check_escalate(escalate: Any, deadline: Any) -> None:
             raise InvalidEntry("policy.escalate.at_fraction: expected the policy to set deadline_seconds")
 
 
-def escalation_delay(policy: PolicyDef) -> float | None:
-    """Seconds after opening when a still pending review escalates, or None."""
-    if policy.escalate is None:
+def escalation_due(escalate: Any, deadline_seconds: Any, opened_at: str) -> str | None:
+    """When a review opened at ``opened_at`` under a policy with ``escalate`` (and ``deadline_seconds``)
+    escalates, in the log's time format; None when its policy does not escalate."""
+    if not isinstance(escalate, Mapping):
         return None
-    if policy.escalate.get("after_seconds") is not None:
-        return float(policy.escalate["after_seconds"])
-    assert policy.deadline_seconds is not None
-    return float(policy.escalate["at_fraction"]) * policy.deadline_seconds
+    after = escalate.get("after_seconds")
+    if after is None:
+        after = float(escalate.get("at_fraction") or 0) * float(deadline_seconds or 0)
+    return format_time(parse_time(opened_at) + timedelta(seconds=float(after)))
+
+
+def escalation_summary(escalate: Mapping[str, Any]) -> str:
+    """``escalate`` in words, for people."""
+    if escalate.get("after_seconds") is not None:
+        when = f"{float(escalate['after_seconds']):g} s after opening"
+    else:
+        when = f"at {float(escalate.get('at_fraction') or 0):.0%} of the deadline"
+    return f"escalates to role {escalate.get('to_role')} {when} if still pending"
 
 
 def in_force(policies: Iterable[PolicyDef], tool: str) -> PolicyDef | None:

@@ -51,8 +51,32 @@ class CallSpec:
 
 @dataclass(frozen=True)
 class Policy:
+    """The rules one review was opened under: the role that decides, the deadline, how many people must
+    approve, and (when a ``policy.set`` on the log governs the tool) which policy, and its escalation."""
+
     role: str | None = None
     deadline_seconds: float | None = None
+    approvals: int = 1
+    name: str | None = None  # the log policy (policy.set) in force, named by name, seq and digest
+    seq: int | None = None
+    digest: str | None = None
+    escalate: dict[str, Any] | None = None
+    claim_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``review.opened`` records it: the two original fields always, the others when set."""
+        out: dict[str, Any] = {"role": self.role, "deadline_seconds": self.deadline_seconds}
+        if self.approvals != 1:
+            out["approvals"] = self.approvals
+        for key in ("name", "seq", "digest", "escalate", "claim_seconds"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Policy:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in (data or {}).items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -88,6 +112,15 @@ class Review:
     executed: bool
     resumed: bool
     problem: str = ""  # what is wrong with the decision on the log (tampered); it then runs nothing
+    approvals: tuple[tuple[str, int], ...] = ()  # (reviewer, seq) of this round's approvals (quorum)
+    round: int = 0  # edits so far (each starts a round of approvals)
+    round_args: dict[str, Any] | None = None  # the args the current round approves
+    escalated_role: str | None = None
+    claim: tuple[str, str] | None = None  # (reviewer, until): "I'm on it"
+
+    @property
+    def approvals_needed(self) -> int:
+        return self.policy.approvals
 
     @property
     def final(self) -> bool:
@@ -111,14 +144,17 @@ class Frontier:
 
 def review_from_row(row: Any, resumed: bool) -> Review:
     data = json.loads(row.data)
-    policy = Policy(**data.get("policy", {}))
+    call = CallSpec.from_json(data["call"])
+    progress = data.get("progress") or {}
+    approvals = progress.get("approvals") if row.status == "pending" else data.get("approvals")
+    claim = data.get("claim")
     return Review(
         id=row.id,
         frontier=row.frontier,
         status=row.status,
-        call=CallSpec.from_json(data["call"]),
+        call=call,
         args_digest=row.args_digest,
-        policy=policy,
+        policy=Policy.from_json(data.get("policy")),
         deadline=parse_time(row.deadline) if row.deadline else None,
         opened_at=parse_time(row.opened_at),
         opened_seq=row.opened_seq,
@@ -126,12 +162,17 @@ def review_from_row(row: Any, resumed: bool) -> Review:
         decided_by=row.decided_by,
         decision_seq=row.decided_seq,
         final_args=data.get("final_args"),
-        patch=data.get("patch"),
+        patch=data.get("patch") if row.status != "pending" else progress.get("patch"),
         rationale=data.get("rationale", ""),
         reason=data.get("reason", ""),
         answer_payload=data.get("answer_payload"),
         executed=row.executed_seq is not None,
         resumed=resumed,
+        approvals=tuple((a["by"], int(a["seq"])) for a in approvals or []),
+        round=int(progress.get("round", 0)),
+        round_args=progress.get("args") or (call.args if row.status == "pending" else None),
+        escalated_role=data.get("escalated_role"),
+        claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,
     )
 
 
@@ -144,18 +185,30 @@ def closed_review(row: Any, closed: dict[str, Any]) -> Review:
 def state_from_row(row: Any) -> rules.ReviewState:
     data = json.loads(row.data)
     call = data["call"]
+    policy = Policy.from_json(data.get("policy"))
+    progress = data.get("progress") or {}
+    round_ = int(progress.get("round", 0))
+    pending = row.status == "pending"
+    args = (progress["args"] if round_ else call["args"]) if pending else None
+    claim = data.get("claim")
     return rules.ReviewState(
         id=row.id,
         frontier=row.frontier,
         tool=row.tool,
         status=row.status,
-        args=call["args"] if row.status == "pending" else None,
-        args_digest=row.args_digest,
-        role=data.get("policy", {}).get("role"),
+        args=args,
+        args_digest=digest(progress["args"]) if pending and round_ else row.args_digest,
+        role=policy.role,
         deadline=row.deadline,
         schema=call.get("tool_schema"),
         final_digest=row.final_digest,
         executed=row.executed_seq is not None,
+        approvals_needed=policy.approvals,
+        round=round_,
+        approvers=tuple(a["by"] for a in progress.get("approvals") or []),
+        round_payload=progress.get("payload"),
+        escalated_role=data.get("escalated_role"),
+        claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,
     )
 
 

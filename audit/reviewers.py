@@ -136,6 +136,8 @@ class Reviewers:
                     f"re-enroll with replace=True (CLI: --replace) to change them to roles {role_list}, "
                     f"tools {tool_list}"
                 )
+            if key is not None:
+                tx.check_key_free(reviewer, PublicKey.enrolled(reviewer, {"alg": "Ed25519", "key": key}, 0).fingerprint)
             entry = tx.append(
                 writer, "reviewer.enrolled", body, self._authorise(tx, writer, "reviewer.enrolled", body, signer)
             )
@@ -240,5 +242,11 @@ class Reviewers:
             info is not None
             and reviewer.startswith("human:")
             and review.status == "pending"
-            and rules.covers(info.state(), review.tool, review.policy.role)
+            and any(rules.covers(info.state(), review.tool, role) for role in _deciding_roles(review))
         )
+
+
+def _deciding_roles(review: Review) -> tuple[str | None, ...]:
+    """The review's role, and the role it was escalated to: a reviewer with either may decide."""
+    role = review.policy.role
+    return (role,) if review.escalated_role is None else (role, review.escalated_role)

@@ -28,8 +28,8 @@ from signoff.audit.errors import (
 )
 from signoff.audit.schema import check_args
 
-FINAL = frozenset(OUTCOMES.values()) | {"closed"}  # "closed": final, folded away by the verifier
-RUNNABLE = frozenset({"approved", "edited"})
+FINAL = frozenset(OUTCOMES.values()) | {"closed", "auto_approved"}  # "closed": folded away by the verifier
+RUNNABLE = frozenset({"approved", "edited", "auto_approved"})
 
 
 @dataclass(frozen=True)
@@ -55,13 +55,32 @@ class ReviewState:
     schema: dict[str, Any] | None = None
     final_digest: str | None = None
     executed: bool = False
+    # Quorum (a policy's ``approvals``): the round's args and digest are ``args``/``args_digest``; an
+    # edit starts a new round, and the round's approvers (the editor first) count toward the quorum.
+    approvals_needed: int = 1
+    round: int = 0
+    approvers: tuple[str, ...] = ()
+    round_payload: Any = None
+    escalated_role: str | None = None
+    claim: tuple[str, str] | None = None  # (reviewer, until)
+
+    def roles_that_decide(self) -> tuple[str | None, ...]:
+        """The review's role, and the role it was escalated to (either may decide)."""
+        return (self.role,) if self.escalated_role is None else (self.role, self.escalated_role)
+
+
+OBSERVER = "observer"  # a role that reads every review in the desk and decides none
 
 
 def covers(reviewer: ReviewerState, tool: str, role: str | None) -> bool:
-    """Rule 2: an enabled reviewer whose roles include the review's role and whose globs match the tool."""
+    """Rule 2: an enabled reviewer whose roles include the review's role and whose globs match the tool.
+    The ``observer`` role grants no decision: a reviewer with no other role decides nothing."""
     if not reviewer.enabled:
         return False
-    if role is not None and role not in reviewer.roles and "admin" not in reviewer.roles:
+    deciding = [r for r in reviewer.roles if r != OBSERVER]
+    if not deciding:
+        return False
+    if role is not None and role not in deciding and "admin" not in deciding:
         return False
     return not reviewer.tools or any(fnmatch.fnmatchcase(tool, glob) for glob in reviewer.tools)
 
@@ -74,8 +93,8 @@ def check_decider(actor: str, reviewer: ReviewerState | None, state: ReviewState
         raise NotAllowed(f"decider: expected an enrolled reviewer, found {actor!r} not enrolled")
     if not reviewer.enabled:
         raise NotAllowed(f"decider: expected an enabled reviewer, found {actor!r} disabled")
-    if not covers(reviewer, state.tool, state.role):
-        need = f"role {state.role!r}" if state.role else "any role"
+    if not any(covers(reviewer, state.tool, role) for role in state.roles_that_decide()):
+        need = " or ".join(f"role {role!r}" for role in state.roles_that_decide() if role) or "any role"
         raise NotAllowed(
             f"decider: expected a reviewer covering tool {state.tool!r} with {need}, "
             f"found {actor!r} with roles {list(reviewer.roles)} and tools {list(reviewer.tools) or ['*']}"
@@ -130,13 +149,29 @@ def decide(
     current = check_open(state, review_id)
     check_decider(actor, reviewer, current)
     check_deadline(current, at)
+    quorum = current.approvals_needed > 1
+    if quorum and kind != "review.rejected" and body.get("round") != current.round:
+        raise ExecutionMismatch(
+            f"review {review_id}: expected a decision on round {current.round} (it needs "
+            f"{current.approvals_needed} approvals), found round {body.get('round')!r}"
+        )
     if kind == "review.approved":
         if body.get("args_digest") != current.args_digest:
             raise ExecutionMismatch(
                 f"review {review_id}: expected the approval of args {current.args_digest}, "
                 f"found {body.get('args_digest')}"
             )
-        return replace(current, status="approved", final_digest=current.args_digest, args=None), current.args
+        if actor in current.approvers:
+            raise NotAllowed(
+                f"review {review_id}: expected approvals by {current.approvals_needed} different people, "
+                f"found {actor} approving round {current.round} twice"
+            )
+        if current.approvers and body.get("payload") != current.round_payload:
+            raise ExecutionMismatch(
+                f"review {review_id}: expected the same answer as the round's earlier approval "
+                f"({current.round_payload!r}), found {body.get('payload')!r}; edit to change it"
+            )
+        return _approved_by(current, actor, body.get("payload"))
     if kind == "review.edited":
         if current.args is None:
             raise PatchFailed(f"review {review_id}: expected opened args to patch, found none")
@@ -147,13 +182,68 @@ def decide(
             raise PatchFailed(
                 f"review {review_id}: expected args_digest {found} of the patched args, found {body.get('args_digest')}"
             )
-        return replace(current, status="edited", final_digest=found, args=None), result
+        # A new round on the edited args; the editor's own approval counts as its first.
+        fresh = replace(current, args=result, args_digest=found, round=current.round + 1, approvers=())
+        return _approved_by(fresh, actor, body.get("payload"), edited=True)
     if kind == "review.rejected":
         reason = body.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             raise MissingReason(f"review {review_id}: expected a reason for the rejection, found {reason!r}")
         return replace(current, status="rejected", args=None), None
     raise ValueError(f"kind: expected a decision kind, found {kind!r}")
+
+
+def _approved_by(
+    state: ReviewState, actor: str, payload: Any, *, edited: bool = False
+) -> tuple[ReviewState, dict[str, Any] | None]:
+    """One more approval of the round; the review is decided when the round has its quorum."""
+    approvers = (*state.approvers, actor)
+    if len(approvers) < state.approvals_needed:
+        return replace(state, approvers=approvers, round_payload=payload), None
+    status = "edited" if edited or state.round > 0 else "approved"
+    decided = replace(state, status=status, final_digest=state.args_digest, approvers=approvers, args=None)
+    return replace(decided, round_payload=payload), state.args
+
+
+def auto_approve(policy_found: Any, policy_named: Any, needs_person: bool, why: str) -> None:
+    """``review.auto_approved``: the policy in force for the tool lets the call through without a person.
+    ``policy_found`` is the policy in force when the entry was written, ``policy_named`` the one it names."""
+    if policy_found is None or policy_named is None:
+        raise NotAllowed(f"policy: expected a policy in force with a review_when rule, found {policy_named!r}")
+    if (policy_found.name, policy_found.seq, policy_found.digest) != (
+        policy_named.get("name"), policy_named.get("seq"), policy_named.get("digest"),
+    ):  # fmt: skip
+        raise NotAllowed(
+            f"policy: expected the policy in force, {policy_found.name} at seq {policy_found.seq}, "
+            f"found {policy_named!r}"
+        )
+    if needs_person:
+        raise NotAllowed(f"policy {policy_found.name}: expected its rule to let the call through, found: {why}")
+
+
+def escalate(state: ReviewState | None, review_id: str, to_role: Any, at: str, due: str) -> ReviewState:
+    """``review.escalated``: a review still open at its policy's escalation time goes to another role, once."""
+    current = check_open(state, review_id)
+    if current.escalated_role is not None:
+        raise ReviewClosed(review_id, f"escalated already to {current.escalated_role}")
+    if not isinstance(to_role, str) or not to_role:
+        raise NotAllowed(f"review {review_id}: expected the role its policy escalates to, found {to_role!r}")
+    if at < due:
+        raise DeadlinePassed(review_id, due, f"{at} (escalation before its time)")
+    return replace(current, escalated_role=to_role)
+
+
+def claim(
+    state: ReviewState | None, review_id: str, reviewer: str, who: ReviewerState | None, at: str, until: Any
+) -> ReviewState:
+    """``review.claimed`` ("I'm on it"): by a reviewer who may decide it, while nobody else's claim holds."""
+    current = check_open(state, review_id)
+    check_decider(reviewer, who, current)
+    if not isinstance(until, str) or until <= at:
+        raise NotAllowed(f"review {review_id}: expected a claim that lasts past {at}, found until {until!r}")
+    if current.claim is not None and current.claim[0] != reviewer and current.claim[1] > at:
+        raise ReviewClosed(review_id, f"claimed by {current.claim[0]} until {current.claim[1]}")
+    return replace(current, claim=(reviewer, until))
 
 
 def expire(state: ReviewState | None, review_id: str, at: str) -> ReviewState:
@@ -190,7 +280,9 @@ def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> Revi
     if state is None:
         raise UnknownReview(review_id)
     if state.status not in RUNNABLE:
-        raise ExecutionMismatch(f"review {review_id}: expected an approved or edited review, found it {state.status}")
+        raise ExecutionMismatch(
+            f"review {review_id}: expected an approved, edited or auto-approved review, found it {state.status}"
+        )
     if state.executed:
         raise ExecutionMismatch(f"review {review_id}: expected one execution, found it already executed")
     if args_digest != state.final_digest:
@@ -222,17 +314,49 @@ def opened_data(body: dict[str, Any]) -> dict[str, Any]:
     return {"call": body["call"], "policy": body.get("policy") or {}}
 
 
+def auto_data(body: dict[str, Any]) -> dict[str, Any]:
+    """The projection's ``data`` of an auto-approved call: the call, the policy, and why no person was asked."""
+    call = body["call"]
+    return {"call": call, "policy": body["policy"], "inputs": body["inputs"], "final_args": call["args"]}
+
+
+def progress_data(data: dict[str, Any], state: ReviewState, by: str, seq: int, patch: Any = None) -> dict[str, Any]:
+    """The projection's ``data`` after an approval or edit that did not reach the quorum yet; ``patch``
+    is the edit that started this round."""
+    out = dict(data)
+    before = data.get("progress") or {}
+    same_round = state.round == int(before.get("round", 0))
+    earlier = list(before.get("approvals") or []) if same_round else []
+    progress: dict[str, Any] = {"round": state.round, "approvals": [*earlier, {"by": by, "seq": seq}]}
+    if state.round:
+        progress["args"] = state.args
+        progress["patch"] = patch if patch is not None else before.get("patch")
+    if state.round_payload is not None:
+        progress["payload"] = state.round_payload
+    out["progress"] = progress
+    return out
+
+
 def closed_data(
-    data: dict[str, Any], kind: str, body: dict[str, Any], final_args: dict[str, Any] | None
+    data: dict[str, Any], kind: str, body: dict[str, Any], final_args: dict[str, Any] | None, by: str = "", seq: int = 0
 ) -> dict[str, Any]:
     """The projection's ``data`` once a closing entry lands: what the opened call was, and what was decided."""
     out = {"call": data["call"], "policy": data["policy"]}
+    if data.get("escalated_role"):
+        out["escalated_role"] = data["escalated_role"]
     if kind in ("review.approved", "review.edited"):
         out["final_args"] = final_args
         out["rationale"] = body.get("rationale", "")
         out["answer_payload"] = body.get("payload")
+        progress = data.get("progress") or {}
         if kind == "review.edited":
             out["patch"] = body.get("patch")
+        elif progress.get("round"):  # the quorum's last approval of an edited round: its edit made it
+            out["patch"] = progress.get("patch")
+        if int((data.get("policy") or {}).get("approvals", 1)) > 1:
+            same_round = kind == "review.approved" and int(body.get("round", 0)) == int(progress.get("round", 0))
+            earlier = list(progress.get("approvals") or []) if same_round else []
+            out["approvals"] = [*earlier, {"by": by, "seq": seq}]
     elif kind == "review.expired":
         out["reason"] = "deadline passed"
     else:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect
 
@@ -49,7 +48,9 @@ def current(conn: Connection) -> str | None:
     """The store's revision: from the version table, the baseline for a 0.1.0 store, None if empty."""
     names = set(inspect(conn).get_table_names())
     if VERSION_TABLE in names:
-        return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+        # Alembic's own table (one row, ``version_num``), read directly: MigrationContext logs at INFO.
+        rows = conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
+        return str(rows[0][0]) if rows else None
     return BASELINE if "signoff_entry" in names else None
 
 

@@ -33,6 +33,7 @@ from signoff.audit.canonical import canonical, check
 from signoff.audit.driver import SQL, dbapi_cursor, fetch, notify_channel, safe_url, sqlite_engine
 from signoff.audit.entry import Entry, format_hash, format_time, parse_hash
 from signoff.audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, StoreError
+from signoff.audit.group_commit import GroupCommit, Request
 from signoff.audit.keys import Signer, read_private_key, write_private_key
 from signoff.audit.notify import ChangeFeed, sqlite_watcher
 from signoff.audit.reader import READ_CHUNK, LogInfo, parse_entry
@@ -113,6 +114,7 @@ class Store(LogTree):
             raise StoreError(f"store {safe_url(url)}: expected a reachable database, found {exc.orig}") from None
         self._sql = SQL[self.backend]
         self._write_lock = threading.RLock()
+        self._group = GroupCommit(self._run_batch)
         self._kept: Connection | None = None
         self._log = None
         self._rules = None
@@ -206,38 +208,77 @@ class Store(LogTree):
         """Run ``work`` in one write transaction at the locked head, then move the head.
 
         ``work`` appends entries with ``tx.append`` and may write projection rows through
-        ``tx.conn``. If it raises, nothing is written. The head moves by compare-and-swap;
-        a lost race reruns ``work`` on the new head.
+        ``tx.conn``. If it raises, nothing of it is written and its error is raised here. The head
+        moves by compare-and-swap; a lost race reruns ``work`` on the new head.
+
+        Group commit (:mod:`signoff.audit.group_commit`): the work of writers in this process that
+        arrive while a commit is under way runs in the next transaction together, each in its own
+        savepoint, in arrival order, each seeing the state the ones before it left. This returns
+        only once the transaction that holds ``work``'s entries has committed.
+        """
+        return self._group.submit(work)
+
+    def _run_batch(self, batch: list[Request[Any]]) -> None:
+        """One transaction for a batch of writers' work; settles each request once it committed.
+
+        A request whose work raises is rolled back to its savepoint and answered with its own
+        error; the others go on. A failure of the transaction itself (the commit, the lock, a lost
+        connection) raises, and :class:`GroupCommit` fails every request of the batch with it.
         """
         log_id = self.log_id
         last: Exception | None = None
         for _ in range(APPEND_ATTEMPTS):
+            outcomes: list[tuple[bool, Any]] = []
             try:
                 with self._writer() as conn, conn.begin():
+                    cursor = dbapi_cursor(conn)
                     if self.backend == "postgresql":  # SQLite's BEGIN IMMEDIATE already holds the write lock
-                        dbapi_cursor(conn).execute(self._sql["lock"], (log_id,))
+                        cursor.execute(self._sql["lock"], (log_id,))
                     size, head = self._head(conn)
                     tx = Tx(self, conn, log_id, self.clock(), size, head, self._compact_at(conn, size, head))
-                    result = work(tx)
+                    if len(batch) == 1:  # a lone writer: its error rolls the whole transaction back
+                        try:
+                            outcomes.append((True, batch[0].work(tx)))
+                        except Exception as exc:
+                            raise _OwnError(exc) from exc
+                    else:
+                        for index, request in enumerate(batch):
+                            if index:
+                                tx.restamp(self.clock())
+                            mark = tx.mark()
+                            cursor.execute("SAVEPOINT signoff_item")
+                            try:
+                                result = request.work(tx)
+                            except Exception as exc:
+                                cursor.execute("ROLLBACK TO SAVEPOINT signoff_item")
+                                cursor.execute("RELEASE SAVEPOINT signoff_item")
+                                tx.reset(mark)
+                                outcomes.append((False, exc))
+                            else:
+                                cursor.execute("RELEASE SAVEPOINT signoff_item")
+                                outcomes.append((True, result))
                     if tx.appended:
-                        dbapi_cursor(conn).executemany(self._sql["insert"], tx._entries)
+                        cursor.executemany(self._sql["insert"], tx._entries)
                         if self.backend == "postgresql":
-                            conn.execute(
-                                text("SELECT pg_notify(:channel, :size)"),
-                                {"channel": notify_channel(log_id), "size": str(tx.size)},
-                            )
+                            cursor.execute(self._sql["notify"], (notify_channel(log_id), str(tx.size)))
                 if tx.appended:
                     self._compact_cache = (tx.size, tx.head, tx.compact)
                     self.feed.bump()
-                return result
-            except DBAPIError as exc:
+                for request, (ok, value) in zip(batch, outcomes, strict=True):
+                    if ok:
+                        request.succeed(value)
+                    else:
+                        request.fail(value)
+                return
+            except _OwnError as own:
+                batch[0].fail(own.error)
+                return
+            except Exception as exc:  # the transaction itself failed: nothing of the batch was written
                 self._drop_writer()
-                if not isinstance(exc, IntegrityError):
+                if not _lost_race(exc):
                     raise
                 # The (log, seq) key refused a second entry at this seq: another writer won the
                 # compare-and-swap. Rerun the work on the new head.
-                if "signoff_entry" not in str(exc):
-                    raise
                 self._compact_cache = None
                 last = exc
         raise AppendConflict(f"append: expected to move the head within {APPEND_ATTEMPTS} tries, found {last}")
@@ -347,6 +388,25 @@ class Store(LogTree):
 
 
 Draft = tuple[str, str, dict[str, Any], dict[str, str] | None]
+
+
+def _lost_race(exc: Exception) -> bool:
+    """A refusal by the ``(log, seq)`` key, through SQLAlchemy or straight from the driver's cursor."""
+    import sqlite3
+
+    import psycopg
+
+    cause = exc.orig if isinstance(exc, DBAPIError) else exc
+    refused = isinstance(exc, IntegrityError) or isinstance(cause, sqlite3.IntegrityError | psycopg.IntegrityError)
+    return refused and "signoff_entry" in str(exc)
+
+
+class _OwnError(Exception):
+    """A lone writer's work raised: roll its transaction back, then answer it with ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _draft(index: int, draft: Sequence[Any]) -> Draft:

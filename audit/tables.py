@@ -63,6 +63,7 @@ class ReviewRow(SQLModel, table=True):
         Index("ix_signoff_review_deadline", "log", "status", "deadline"),
         UniqueConstraint("log", "app", "session", "confirmation_id", name="uq_signoff_review_call"),
         Index("ix_signoff_review_call_id", "log", "session", "call_id"),
+        Index("ix_signoff_review_decided", "log", "decided_seq"),  # revision 0002: the desk's Decided history
     )
 
     id: str = Field(primary_key=True)

@@ -5,7 +5,8 @@ key: rules version 2, whether decisions must be signed, and the first administra
 then on:
 
 * only an administrator (an ``admin:`` actor signing with an enrolled key) enrolls or disables a
-  reviewer and enrolls or revokes a key, except that a reviewer may enroll a key of their own
+  reviewer, enrolls or revokes a key, and sets a review policy (``policy.set``), except that a
+  reviewer may enroll a key of their own
   (a passkey) with the one-time enrolment code the administrator gave them: the admin puts the
   public half of a key derived from the code on the log (``code_key``), and the reviewer's
   ``key.enrolled`` is signed with that derived key, once. The code never appears on the log, and
@@ -26,9 +27,11 @@ tool runs all call these same functions.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +46,7 @@ from signoff.audit.webauthn import Passkey, SignatureError
 RULES_VERSION = 2
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
 ENROLMENT = frozenset({"reviewer.enrolled", "reviewer.disabled", "key.enrolled", "key.revoked"})
+ADMIN_KINDS = ENROLMENT | {"policy.set"}  # what only an admin writes (a reviewer's key by code aside)
 LOG_KINDS = frozenset({"key.enrolled", "log.configured", "log.checkpoint"})
 ALGORITHMS = (ed25519.ALG, webauthn.ALG)
 
@@ -128,13 +132,40 @@ class PublicKey:
         return cls.enrolled(actor, {"alg": ed25519.ALG, "key": stored}, seq)
 
     def verify(self, sig: Mapping[str, Any], message: bytes) -> None:
-        """Raise :class:`SignatureError` unless ``sig`` is this key's signature over ``message``."""
+        """Raise :class:`SignatureError` unless ``sig`` is this key's signature over ``message``.
+
+        Inside :func:`deferred_signatures` the check is handed to its callback instead (``audit
+        verify`` on all cores checks it in a worker process and reports a failure by ``seq``)."""
+        defer = _DEFERRED.get()
+        if defer is not None:
+            defer(self, sig, message)
+            return
+        self.check_now(sig, message)
+
+    def check_now(self, sig: Mapping[str, Any], message: bytes) -> None:
+        """:meth:`verify`, never deferred."""
         if self.passkey is not None:
             webauthn.verify_assertion(self.passkey, sig, message)
         elif not ed25519.verify_signature(self.public, dict(sig), message):
             raise SignatureError(
                 f"sig.value: expected a valid Ed25519 signature by {self.fingerprint}, found an invalid one"
             )
+
+
+Deferred = Callable[[PublicKey, Mapping[str, Any], bytes], None]
+_DEFERRED: ContextVar[Deferred | None] = ContextVar("signoff_deferred_signatures", default=None)
+
+
+@contextlib.contextmanager
+def deferred_signatures(callback: Deferred) -> Iterator[None]:
+    """Within this block, :meth:`PublicKey.verify` hands ``(key, sig, message)`` to ``callback``
+    instead of checking it: the key was resolved from the state before the entry, as always, and
+    the caller must check every handed signature before it reports the log intact."""
+    token = _DEFERRED.set(callback)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
 
 
 def code_signer(code: str) -> ed25519.Signer:
@@ -223,7 +254,7 @@ def check_authority(
         return
     if kind in ("log.configured", "log.checkpoint"):
         raise NotAllowed(f"actor: expected {rules.log_actor} for {kind}, found {actor}")
-    if kind not in ENROLMENT:
+    if kind not in ADMIN_KINDS:
         return
     if rules.version < RULES_VERSION:
         own_key = kind == "key.enrolled" and body.get("actor") == actor
@@ -242,6 +273,15 @@ def check_authority(
             f"actor: expected an admin: actor signing with an enrolled admin key for {kind}, found {actor!r} "
             "(agents, services and the desk never enroll anyone)"
         )
+
+
+def check_key_owner(owner: str, fingerprint: str, owners: Iterable[str]) -> None:
+    """A person's key is theirs alone: a key enrolled for a ``human:`` actor is enrolled for no other
+    actor, so that N approvals are N people, each with their own key (services and agents of one
+    host may share a key)."""
+    others = sorted(set(owners) - {owner})
+    if others and (owner.startswith("human:") or any(o.startswith("human:") for o in others)):
+        raise NotAllowed(f"key: expected a key of {owner}'s own, found {fingerprint} enrolled for {others[0]} already")
 
 
 @dataclass
@@ -298,6 +338,7 @@ class Keyring:
         return None
 
     def add(self, key: PublicKey) -> PublicKey:
+        check_key_owner(key.actor, key.fingerprint, (a for a, keys in self.keys.items() if key.fingerprint in keys))
         mine = self.keys.setdefault(key.actor, {})
         if key.fingerprint in mine:
             raise NotAllowed(f"key: expected a key not yet enrolled for {key.actor}, found {key.fingerprint}")

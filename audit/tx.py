@@ -25,6 +25,7 @@ from signoff.audit.tables import KeyRow
 from signoff.audit.trust import PublicKey
 
 _ACTOR_KEYS = "SELECT fingerprint, public_key, enrolled_seq FROM signoff_key WHERE log = ? AND actor = ?"
+_KEY_OWNERS = "SELECT actor FROM signoff_key WHERE log = ? AND fingerprint = ?"
 _REVOKE_KEY = "DELETE FROM signoff_key WHERE log = ? AND actor = ? AND fingerprint = ?"
 _REVIEWER_ENROLLED = "SELECT enrolled_seq FROM signoff_reviewer WHERE log = ? AND id = ?"
 _ENTRY_RAW = "SELECT raw FROM signoff_entry WHERE log = ? AND seq = ?"
@@ -64,6 +65,23 @@ class Tx:
         self.appended.append(item)
         return item
 
+    # -- group commit (:mod:`signoff.audit.group_commit`): several writers' work in this transaction --
+
+    def restamp(self, now: datetime) -> None:
+        """The next writer's own clock reading (never earlier than the entries before it)."""
+        if format_time(now) > self.at:
+            self.now = now
+            self.at = format_time(now)
+
+    def mark(self) -> tuple[int, str, merkle.CompactRange, int]:
+        """Where the head stands before a writer's work, to :meth:`reset` to if it raises."""
+        return self.size, self.head, self.compact.copy(), len(self._entries)
+
+    def reset(self, mark: tuple[int, str, merkle.CompactRange, int]) -> None:
+        self.size, self.head, self.compact, count = mark
+        del self._entries[count:]
+        del self.appended[count:]
+
     def rows(self, sql: str, *params: Any) -> list[Any]:
         """Run driver-level SQL (``?`` placeholders) in this transaction; rows with named fields."""
         return fetch(dbapi_cursor(self.conn), self.store.backend, sql, params)
@@ -78,6 +96,10 @@ class Tx:
             row.fingerprint: PublicKey.from_stored(actor, row.public_key, row.enrolled_seq)
             for row in self.rows(_ACTOR_KEYS, self.log, actor)
         }
+
+    def check_key_free(self, owner: str, fingerprint: str) -> None:
+        """:func:`signoff.audit.trust.check_key_owner` against the key projection."""
+        trust.check_key_owner(owner, fingerprint, (str(r.actor) for r in self.rows(_KEY_OWNERS, self.log, fingerprint)))
 
     def signature(
         self,
@@ -148,6 +170,7 @@ class Tx:
             raise InvalidEntry(
                 f"key: expected a key not yet enrolled for {owner}, found {key.fingerprint} enrolled already"
             )
+        self.check_key_free(owner, key.fingerprint)
         signed = self.signature(actor, "key.enrolled", body, sig, signer, legacy_admin=legacy_admin)
         entry = self.append(actor, "key.enrolled", body, signed)
         self.add_key_row(key, entry.seq)
@@ -176,9 +199,11 @@ class Tx:
 
 
 def subject_of(body: dict[str, Any]) -> str | None:
-    """What an entry is about, for the subject index: a review, frontier, reviewer or actor."""
+    """What an entry is about, for the subject index: a review, frontier, reviewer or actor, or a policy
+    (``policy:<name>``, so the policies are one range of the index)."""
     for name in ("review", "frontier", "reviewer", "actor"):
         value = body.get(name)
         if isinstance(value, str):
             return value
-    return None
+    policy = body.get("policy")
+    return f"policy:{policy}" if isinstance(policy, str) else None

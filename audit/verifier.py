@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from signoff.audit import merkle, rules, trust
+import orjson
+
+from signoff.audit import merkle, policies, rules, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash
-from signoff.audit.errors import NotAllowed, ReviewError, VerificationFailed
+from signoff.audit.errors import InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
 from signoff.audit.tx import subject_of
 
@@ -54,6 +56,7 @@ class Verifier:
         self.ring = trust.Keyring(trust.LogRules(""))  # who holds which key; set up at entry 0
         self.checkpoints: dict[int, str] = {}  # size -> root of every log.checkpoint entry
         self.reviewers: dict[str, rules.ReviewerState] = {}
+        self.policies: list[policies.PolicyDef] = []  # every policy.set so far (signoff.audit.policies)
         self.reviews: dict[str, ReviewFacts] = {}
         self.frontiers: dict[str, list[Any]] = {}  # id -> [open count, size, resumed seq, opened seq]
         self.lookup_review: Callable[[str], ReviewFacts | None] | None = None
@@ -91,6 +94,37 @@ class Verifier:
             data, self._simple = parse_canonical(raw)
         except ValueError as exc:
             raise VerificationFailed(seq, "canonical form (RFC 8785)", "canonical JSON bytes", str(exc)) from None
+        self._check_entry(seq, data, leaf, digest, stored_nodes, stored_columns)
+
+    def add_checked(
+        self,
+        raw: bytes,
+        leaf: bytes,
+        simple: bool,
+        stored_seq: int | None = None,
+        stored_nodes: bytes | None = None,
+        stored_columns: tuple[Any, ...] | None = None,
+    ) -> None:
+        """:meth:`add` for an entry whose leaf hash (checked against the stored hash) and RFC 8785 form a
+        worker already checked (:mod:`signoff.audit.verify_parallel`); ``simple``: it parsed on the fast
+        path of :func:`parse_canonical`, where ``orjson`` reads exactly the same value."""
+        seq = self.expected_seq
+        if stored_seq is not None and stored_seq != seq:
+            raise VerificationFailed(seq, "seq density (entry missing)", f"seq {seq}", f"seq {stored_seq}")
+        data = orjson.loads(raw) if simple else parse_canonical(raw)[0]
+        self._simple = simple
+        self._check_entry(seq, data, leaf, "sha256:" + leaf.hex(), stored_nodes, stored_columns)
+
+    def _check_entry(
+        self,
+        seq: int,
+        data: Any,
+        leaf: bytes,
+        digest: str,
+        stored_nodes: bytes | None,
+        stored_columns: tuple[Any, ...] | None,
+    ) -> None:
+        """Everything after the bytes: fields, links, index columns, trust, rules, Merkle nodes."""
         if not isinstance(data, dict):
             raise VerificationFailed(seq, "entry shape", "a JSON object", type(data).__name__)
         if data.get("seq") != seq:
@@ -107,6 +141,8 @@ class Verifier:
         self._check_trust(seq, data)
         try:
             self._apply(seq, data)
+        except InvalidEntry as exc:
+            raise VerificationFailed(seq, "entry body", "a body its kind allows", str(exc)) from None
         except ReviewError as exc:
             rule = f"review rule {exc.rule}" if exc.rule else "review rule"
             raise VerificationFailed(seq, rule, "an entry the rules allow", str(exc)) from None
@@ -170,12 +206,31 @@ class Verifier:
             self.log = data["log"]
             self.log_key = str(data["body"].get("key"))
             self.ring = trust.Keyring(trust.LogRules(str(self.log)))
-        if data["kind"] in ("reviewer.enrolled", "reviewer.disabled"):
+        if data["kind"] in ("reviewer.enrolled", "reviewer.disabled", "policy.set"):
             self._apply(seq, data)
         if data["kind"] == "log.checkpoint":
             self.checkpoints[seq] = str(data["body"].get("root"))
         elif data["kind"] in trust.ENROLMENT or data["kind"] == "log.configured" or seq == 0:
             self.ring.apply(seq, data["kind"], data["actor"], data["body"])
+
+    def fold_trusted(self, facts: ReviewFacts, seq: int, data: dict[str, Any]) -> None:
+        """Take in an approval, escalation or claim of a review still open at a kept checkpoint, from the
+        prefix the checkpoint proves (``audit verify --incremental``), without checking it again."""
+        kind, actor, body, at = data["kind"], data["actor"], data["body"], data["at"]
+        if body.get("review") != facts.state.id or facts.opened is None:
+            return
+        state = facts.state
+        if kind in ("review.approved", "review.edited"):
+            allowed = rules.ReviewerState(actor, tuple(r for r in state.roles_that_decide() if r), ())
+            facts.state, _args = rules.decide(state, state.id, kind, actor, body, at, allowed)
+            patch = body.get("patch") if kind == "review.edited" else None
+            facts.opened = rules.progress_data(facts.opened, facts.state, actor, seq, patch)
+        elif kind == "review.escalated":
+            facts.state = replace(state, escalated_role=str(body.get("role")))
+            facts.opened = {**facts.opened, "escalated_role": body.get("role")}
+        elif kind == "review.claimed":
+            facts.state = replace(state, claim=(str(body.get("reviewer")), str(body.get("until"))))
+            facts.opened = {**facts.opened, "claim": {"reviewer": body.get("reviewer"), "until": body.get("until")}}
 
     def _apply_trust(self, seq: int, data: dict[str, Any]) -> None:
         kind, body = data["kind"], data["body"]
@@ -246,7 +301,21 @@ class Verifier:
             facts = self._review(rid)
             decider = self.reviewers.get(actor)
             state, final_args = rules.decide(facts.state if facts else None, rid, kind, actor, body, at, decider)
-            self._close(seq, facts, state, data, final_args)
+            if state.status == "pending":  # one approval toward the policy's quorum
+                assert facts is not None and facts.opened is not None
+                patch = body.get("patch") if kind == "review.edited" else None
+                facts.opened = rules.progress_data(facts.opened, state, actor, seq, patch)
+                facts.state = state
+            else:
+                self._close(seq, facts, state, data, final_args)
+        elif kind == "review.auto_approved":
+            self._auto_approved(seq, actor, body, at)
+        elif kind == "review.escalated":
+            self._escalated(actor, body, at)
+        elif kind == "review.claimed":
+            self._claimed(actor, body, at)
+        elif kind == "policy.set":
+            self.policies.append(policies.parse(body, seq))
         elif kind == "review.expired":
             facts = self._review(str(body.get("review")))
             self._close(seq, facts, rules.expire(facts.state if facts else None, str(body.get("review")), at), data)
@@ -322,6 +391,7 @@ class Verifier:
         if call.get("args_digest") != args_digest:
             raise VerificationFailed(seq, "args digest", args_digest, str(call.get("args_digest")))
         policy = body.get("policy") or {}
+        self._check_opened_policy(seq, str(call.get("tool")), policy)
         state = rules.ReviewState(
             id=review_id,
             frontier=frontier_id,
@@ -332,6 +402,7 @@ class Verifier:
             role=policy.get("role"),
             deadline=body.get("deadline"),
             schema=call.get("tool_schema"),
+            approvals_needed=int(policy.get("approvals", 1)),
         )
         fixed = (
             call.get("agent"), call.get("app"), call.get("session"), call.get("confirmation_id"), call.get("call_id"),
@@ -351,6 +422,99 @@ class Verifier:
             front[1] += 1
             front[4].add(review_id)
 
+    def _check_opened_policy(self, seq: int, tool: str, policy: dict[str, Any]) -> None:
+        """A review opens under the log's policy in force for its tool, as strict as the admin set it."""
+        if not isinstance(policy.get("approvals", 1), int) or not 1 <= policy.get("approvals", 1) <= 10:
+            raise VerificationFailed(seq, "review policy", "approvals from 1 to 10", repr(policy.get("approvals")))
+        in_force = policies.in_force(self.policies, tool)
+        if in_force is None:
+            if policy.get("name") is not None:
+                raise VerificationFailed(seq, "review policy", "no log policy (none is in force)", str(policy))
+            return
+        found = (policy.get("name"), policy.get("seq"), policy.get("digest"))
+        if found != (in_force.name, in_force.seq, in_force.digest):
+            raise VerificationFailed(
+                seq, "review policy", f"the policy in force, {in_force.name} at seq {in_force.seq}", repr(found)
+            )
+        weaker = [
+            name
+            for name, ok in (
+                ("approvals", policy.get("approvals", 1) >= in_force.approvals),
+                ("role", in_force.role is None or policy.get("role") == in_force.role),
+                ("deadline_seconds", in_force.deadline_seconds is None
+                 or policy.get("deadline_seconds") == in_force.deadline_seconds),
+                ("escalate", policy.get("escalate") == in_force.escalate),
+            )
+            if not ok
+        ]  # fmt: skip
+        if weaker:
+            raise VerificationFailed(
+                seq, "review policy", f"the terms of policy {in_force.name}", f"other {', '.join(weaker)}"
+            )
+
+    def _auto_approved(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
+        """``review.auto_approved``: the rule of the policy in force, evaluated again on the recorded
+        inputs, which must be the call's own, lets the call through."""
+        review_id, call = str(body.get("review")), body.get("call")
+        if not actor.startswith(("agent:", "service:")):
+            raise NotAllowed(f"actor: expected an agent: or service: actor, found {actor!r}")
+        if review_id in self.reviews or _small(review_id) in self.closed_reviews:
+            raise VerificationFailed(seq, "review rule 1", "a new review", review_id)
+        if not isinstance(call, dict) or not isinstance(call.get("args"), dict):
+            raise VerificationFailed(seq, "review rule 1", "a call with args", repr(call)[:60])
+        args_digest = json_digest(call["args"])
+        if call.get("args_digest") != args_digest:
+            raise VerificationFailed(seq, "args digest", args_digest, str(call.get("args_digest")))
+        tool = str(call.get("tool"))
+        in_force = policies.in_force(self.policies, tool)
+        needed, why = True, "no policy is in force"
+        if in_force is not None:
+            inputs = policies.rule_inputs(
+                in_force, args=call["args"], tool=tool, agent=str(call.get("agent")), app=str(call.get("app")),
+                user=str(call.get("user")),
+            )  # fmt: skip
+            if body.get("inputs") != inputs:
+                raise VerificationFailed(seq, "auto-approval inputs", "the call's own args and names", "others")
+            needed, why = policies.needs_person(in_force, inputs)
+        rules.auto_approve(in_force, body.get("policy"), needed, why)
+        state = rules.ReviewState(
+            review_id, "", tool, "auto_approved", None, args_digest, None, None, final_digest=args_digest
+        )
+        fixed = (
+            call.get("agent"), call.get("app"), call.get("session"), call.get("confirmation_id"), call.get("call_id"),
+            seq, at, args_digest, None,
+        )  # fmt: skip
+        facts = ReviewFacts(state, "", None, fixed, decided=(seq, actor, at))
+        facts.data_digest = json_digest(rules.auto_data(body))
+        self.reviews[review_id] = facts
+
+    def _escalated(self, actor: str, body: dict[str, Any], at: str) -> None:
+        review_id = str(body.get("review"))
+        if not actor.startswith(("agent:", "service:")):
+            raise NotAllowed(f"actor: expected an agent: or service: actor to escalate, found {actor!r}")
+        facts = self._review(review_id)
+        if facts is None or facts.opened is None:
+            raise rules.UnknownReview(review_id)
+        policy = facts.opened.get("policy") or {}
+        due = policies.escalation_due(policy.get("escalate"), policy.get("deadline_seconds"), str(facts.fixed[6]))
+        role = (policy.get("escalate") or {}).get("to_role")
+        if due is None or body.get("role") != role:
+            raise NotAllowed(f"review {review_id}: expected an escalation its policy sets ({role!r}), found {body}")
+        facts.state = rules.escalate(facts.state, review_id, role, at, due)
+        facts.opened = {**facts.opened, "escalated_role": role}
+
+    def _claimed(self, actor: str, body: dict[str, Any], at: str) -> None:
+        review_id, reviewer = str(body.get("review")), str(body.get("reviewer"))
+        if not actor.startswith("service:") and actor != reviewer:
+            raise NotAllowed(f"actor: expected the desk (service:) or {reviewer} to claim, found {actor!r}")
+        facts = self._review(review_id)
+        state = rules.claim(
+            facts.state if facts else None, review_id, reviewer, self.reviewers.get(reviewer), at, body.get("until")
+        )
+        assert facts is not None and facts.opened is not None
+        facts.state = state
+        facts.opened = {**facts.opened, "claim": {"reviewer": reviewer, "until": body.get("until")}}
+
     def _close(
         self,
         seq: int,
@@ -362,7 +526,7 @@ class Verifier:
         assert facts is not None and facts.opened is not None
         facts.state = state
         facts.decided = (seq, entry["actor"], entry["at"])
-        data = rules.closed_data(facts.opened, entry["kind"], entry["body"], final_args)
+        data = rules.closed_data(facts.opened, entry["kind"], entry["body"], final_args, entry["actor"], seq)
         facts.data_digest = json_digest(data)
         facts.opened = None
         front = self._frontier(facts.frontier)

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import col
 
-from signoff.audit import merkle, rules
+from signoff.audit import merkle, rules, verify_parallel
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import format_hash
 from signoff.audit.errors import AuditError, UnusableInput, VerificationFailed
@@ -31,6 +31,7 @@ from signoff.audit.tables import FrontierRow, ReviewRow
 from signoff.audit.tree import Checkpoint
 from signoff.audit.trust import ENROLMENT as TRUST_KINDS
 from signoff.audit.verifier import ReviewFacts, Verifier
+from signoff.audit.verify_parallel import env_jobs, verify_rows
 from signoff.audit.verify_projection import ProjectionMismatch, check_projection
 
 Progress = Callable[[int], None]
@@ -96,15 +97,19 @@ def verify_stream(
     against: Checkpoint | None = None,
     progress: Progress | None = None,
     verifier: Verifier | None = None,
+    jobs: int = 1,
 ) -> tuple[Verifier, int]:
-    """Check :data:`Row` rows in order; stored checkpoints are checked as their size passes."""
+    """Check :data:`Row` rows in order; stored checkpoints are checked as their size passes.
+
+    ``jobs`` > 1 checks hashes, canonical form and signatures in that many worker processes
+    (:mod:`signoff.audit.verify_parallel`); the checks and the failure reported are the same."""
     v = verifier or Verifier()
     pending = sorted(checkpoints, key=lambda c: c.size)
     pending = [c for c in pending if c.size > v.expected_seq or v.expected_seq == 0]
     index = 0
-    for stored_seq, stored_hash, raw, stored_nodes, stored_columns in rows:
-        v.add(raw, stored_hash, stored_seq, stored_nodes, stored_columns)
-        size = v.expected_seq
+
+    def after(size: int) -> None:
+        nonlocal index
         while index < len(pending) and pending[index].size == size:
             _check_checkpoint(size, pending[index], v, "stored checkpoint")
             index += 1
@@ -112,6 +117,13 @@ def verify_stream(
             _check_checkpoint(size, against, v, "kept checkpoint")
         if progress is not None and size % 10000 == 0:
             progress(size)
+
+    if jobs > 1:
+        verify_rows(rows, v, jobs, after)
+    else:
+        for stored_seq, stored_hash, raw, stored_nodes, stored_columns in rows:
+            v.add(raw, stored_hash, stored_seq, stored_nodes, stored_columns)
+            after(v.expected_seq)
     size = v.expected_seq
     if index < len(pending):
         point = pending[index]
@@ -130,12 +142,15 @@ def verify_store(
     progress: Progress | None = None,
     pinned_key: str | None = None,
     incremental: bool = False,
+    jobs: int | None = None,
 ) -> Report:
     """Verify a whole store: the log, its checkpoints, the kept checkpoint and the projection.
 
     With ``incremental`` and a kept checkpoint that the log key signed, entries before the
     checkpoint are proven by its root alone (their bytes are not reread) and only later
-    entries are checked one by one.
+    entries are checked one by one. ``jobs``: worker processes for the per-entry checks
+    (:func:`verify_stream`; default ``SIGNOFF_VERIFY_JOBS``, else 1); a log of fewer than
+    :data:`~.verify_parallel.MIN_PARALLEL` entries to check is checked in this process.
     """
     try:
         info = store.info()
@@ -159,7 +174,12 @@ def verify_store(
             )
         checkpoints = [c for c in checkpoints if c.size <= stop]
         v, count = verify_stream(
-            rows, checkpoints=checkpoints, against=against if start == 0 else None, progress=progress, verifier=verifier
+            rows,
+            checkpoints=checkpoints,
+            against=against if start == 0 else None,
+            progress=progress,
+            verifier=verifier,
+            jobs=(env_jobs() if jobs is None else jobs) if stop - start >= verify_parallel.MIN_PARALLEL else 1,
         )
         if pinned_key is not None and v.log_key is not None and v.log_key != pinned_key:
             raise VerificationFailed(0, "log key", pinned_key, v.log_key)
@@ -250,6 +270,7 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             schema=data["call"].get("tool_schema"),
             final_digest=row.final_digest if decided else None,
             executed=executed,
+            approvals_needed=int(data.get("policy", {}).get("approvals", 1)),
         )
         fixed = (
             row.agent, row.app, row.session, row.confirmation_id, row.call_id, row.opened_seq, row.opened_at,
@@ -260,6 +281,9 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             facts.decided = (row.decided_seq, row.decided_by, row.decided_at)
             facts.data_digest = json_digest(data)
         facts.executed_seq = row.executed_seq if executed else None
+        if not decided and row.status != "auto_approved":  # approvals, escalation, claims within the prefix
+            for item in store.entries(row.opened_seq + 1, size, review=review_id):
+                v.fold_trusted(facts, item.seq, item.to_json())
         return facts
 
     def lookup_frontier(frontier_id: str) -> list[Any] | None:
@@ -301,12 +325,19 @@ def read_jsonl(path: Path) -> Iterator[Row]:
 
 
 def verify_file(
-    path: Path, *, against: Checkpoint | None = None, progress: Progress | None = None, pinned_key: str | None = None
+    path: Path,
+    *,
+    against: Checkpoint | None = None,
+    progress: Progress | None = None,
+    pinned_key: str | None = None,
+    jobs: int | None = None,
 ) -> Report:
-    """Verify an exported JSONL log offline, with no database."""
+    """Verify an exported JSONL log offline, with no database (``jobs``: as :func:`verify_store`)."""
     report = Report(ok=False, log=None, size=0, root=None)
     try:
-        v, _ = verify_stream(read_jsonl(path), against=against, progress=progress)
+        big = path.exists() and path.stat().st_size >= verify_parallel.MIN_PARALLEL * 300  # ~300+ bytes an entry
+        jobs = (env_jobs() if jobs is None else jobs) if big else 1
+        v, _ = verify_stream(read_jsonl(path), against=against, progress=progress, jobs=jobs)
         report.log, report.size = v.log, v.expected_seq
         if report.size == 0:
             raise UnusableInput(f"{path}: expected at least one entry, found an empty file")

@@ -7,9 +7,12 @@ the entries; a difference names the row.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from sqlmodel import col
 
@@ -21,6 +24,7 @@ from signoff.audit.tables import CheckpointRow, FrontierRow, KeyRow, LogRow, Rev
 from signoff.audit.trust import RULES_VERSION
 from signoff.audit.verifier import Verifier, frontier_tuple, review_tuple, row_hash
 
+_ASTRAL = re.compile(rb"[\xf0-\xf4]")
 ROW_FIELDS = (
     "id", "status", "frontier", "tool", "agent", "app", "session", "confirmation_id", "call_id", "opened_seq",
     "opened_at",
@@ -33,8 +37,29 @@ def row_tuple(row: Any) -> tuple[Any, ...]:
     return (
         row.id, row.status, row.frontier, row.tool, row.agent, row.app, row.session, row.confirmation_id,
         row.call_id, row.opened_seq, row.opened_at, row.args_digest, row.deadline, row.decided_seq, row.decided_by,
-        row.decided_at, row.final_digest, row.executed_seq, json_digest(json.loads(row.data)),
+        row.decided_at, row.final_digest, row.executed_seq, data_digest(row.data),
     )  # fmt: skip
+
+
+def data_digest(text: str) -> str:
+    """``digest(json.loads(text))``: a stored ``data`` column's canonical digest. Without floats, long
+    integers or characters beyond the BMP, RFC 8785 is sorted compact JSON (as in
+    :func:`~signoff.audit.canonical.parse_canonical`), which ``orjson`` writes without a Python walk."""
+    floats: list[str] = []
+
+    def as_float(number: str) -> float:
+        floats.append(number)
+        return float(number)
+
+    value = json.loads(text, parse_float=as_float)
+    if not floats:
+        try:
+            encoded = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER)
+        except orjson.JSONEncodeError:  # a long integer or a lone surrogate: the full rules decide
+            encoded = b""
+        if encoded and not _ASTRAL.search(encoded):
+            return "sha256:" + hashlib.sha256(encoded).hexdigest()
+    return json_digest(value)
 
 
 class ProjectionMismatch(Exception):

@@ -21,24 +21,27 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 import time
 from typing import Any, Protocol
 
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import Review, ReviewService, Store
+from signoff.audit import CallSpec, Review, ReviewService, Store
 from signoff.audit.decided import DecisionNotProven, TrustCache, prove_decision
 from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
-from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, binding_for
+from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, PausedCall, binding_for
 from signoff.bridge._guard import ConfirmationRefused
 from signoff.bridge._mapping import EDITED, RUNS, STOPS, edit_note, stop_result, to_tool_confirmation
 from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._policy import Policies
 
 FORCED_PAUSE_STATUS = "awaiting review"
+AUTO_PREFIX = "auto:"  # the confirmation id of an auto-approved call (it never paused, so ADK gave it none)
 IN_FLIGHT_SECONDS = 600.0
 _WF_PREFIX = WORKFLOW_CONFIRMATION_PREFIX
+log = logging.getLogger("signoff.bridge")
 
 
 def agent_actor(agent: str) -> str:
@@ -70,6 +73,8 @@ class GateHost(Protocol):
 
     def remember_tool(self, agent: str, tool: BaseTool) -> None: ...
 
+    def call_spec(self, call: PausedCall) -> CallSpec: ...
+
     def lookup_review_id(self, session: str, value: str, *, by: str = "confirmation_id") -> str | None: ...
 
 
@@ -95,11 +100,14 @@ class ToolGate:
         confirmation: ToolConfirmation | None = tool_context.tool_confirmation
         if confirmation is None:
             policy = self.signoff.policies.for_tool(tool.name)
-            if (
-                policy.review
-                and not _in_workflow_node(tool_context)
-                and await tool.check_require_confirmation(args, tool_context) is not True
-            ):
+            if _in_workflow_node(tool_context):
+                return None
+            adk_gates = await tool.check_require_confirmation(args, tool_context) is True
+            if adk_gates or policy.review:
+                handled, result = await self._auto_approved(tool, args, tool_context)
+                if handled:  # the log's policy let this call through (it runs as asked), or its proof failed
+                    return result
+            if policy.review and not adk_gates:
                 tool_context.request_confirmation(
                     hint=policy.hint or f"Signoff: a person must approve {tool.name}() before it runs."
                 )
@@ -142,6 +150,54 @@ class ToolGate:
         self._running[_run_key(tool_context)] = review
         self._in_flight[_run_key(tool_context)] = (review.id, tool_context.session.id, now)
         return None
+
+    async def _auto_approved(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: Any
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """A gated call that the policy an admin set on the log for this tool lets through, by its
+        ``review_when`` rule (evaluated in the same transaction as the ``review.auto_approved`` it writes):
+        no pause, no person; the call runs with its own args and ``tool.executed`` follows. Like a
+        person's decision, the auto-approval is proven before the call runs (the policy is an admin's,
+        signed, in force, and its rule lets the call through). Returns (handled, what to return)."""
+        in_force = await asyncio.to_thread(self.signoff.reviews.policy_for, tool.name)
+        if in_force is None or in_force.review_when is None:
+            return False, None
+        session = tool_context.session
+        call_id = tool_context.function_call_id or ""
+        paused = PausedCall(
+            app=session.app_name,
+            user=session.user_id,
+            session=session.id,
+            invocation=tool_context.invocation_id,
+            confirmation_id=AUTO_PREFIX + call_id,
+            call_id=call_id,
+            tool=tool.name,
+            args=copy.deepcopy(args),
+            agent=tool_context.agent_name,
+        )
+        spec = self.signoff.call_spec(paused)
+        review, why = await asyncio.to_thread(
+            self.signoff.reviews.auto_approve, spec, actor=agent_actor(tool_context.agent_name)
+        )
+        if review is None:
+            log.info("%s(): policy %s asks a person to review this call: %s", tool.name, in_force.name, why)
+            return False, None
+        try:
+            await asyncio.to_thread(prove_decision, self.signoff.store, review.id, cache=self.signoff.trust)
+        except DecisionNotProven as exc:
+            return True, {
+                "error": f"The call {tool.name}() was not run: its auto-approval is not proven by the log ({exc}).",
+                "signoff": {"review": review.id, "status": "not_proven"},
+            }
+        if review.executed:  # a re-driven invocation: this call's auto-approval already ran
+            return True, {
+                "error": f"The call {tool.name}() was not run again: the log shows it already ran.",
+                "signoff": {"review": review.id, "status": "already_executed"},
+            }
+        tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        self._running[_run_key(tool_context)] = review
+        self._in_flight[_run_key(tool_context)] = (review.id, session.id, time.monotonic())
+        return True, None
 
     def _own_the_resume(self, review: Review) -> None:
         """The answer reaching this call must be the one resume of its frontier: one this process

@@ -21,6 +21,9 @@ class ToolPolicy:
     ``None`` leaves it to the tool (ADK's own gate or the tool's ``request_confirmation``).
     ``False`` never adds a gate, but a call that ADK pauses anyway is still reviewed: only a
     person can answer it.
+
+    ``approvals``: how many different people must approve (2 for four eyes). A policy an admin set on
+    the log (``audit policy set``) governs over this one: it may raise the count, never lower it.
     """
 
     tool: str = "*"
@@ -28,9 +31,10 @@ class ToolPolicy:
     deadline_seconds: float | None = None
     role: str | None = None
     hint: str = ""
+    approvals: int = 1
 
     def to_audit(self) -> Policy:
-        return Policy(role=self.role, deadline_seconds=self.deadline_seconds)
+        return Policy(role=self.role, deadline_seconds=self.deadline_seconds, approvals=self.approvals)
 
 
 class Policies:

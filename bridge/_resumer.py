@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
@@ -36,6 +37,8 @@ from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
 
 log = logging.getLogger("signoff.bridge")
+STALE_RETRIES = 8  # a stale session is read again and the send retried, 0.02 s apart at first, doubling
+STALE_RETRY_FIRST = 0.02
 
 StepHook = Callable[[str, str], None]
 """Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
@@ -160,7 +163,7 @@ class Resumer:
     async def _send_claimed(self, frontier: Frontier, session: Session) -> Resumed | None:
         """Send a claimed frontier, then free its slot (taken in :meth:`run_once`)."""
         try:
-            result = await self._send(frontier, how="sent", session=session)
+            result = await self._send_retrying(frontier, how="sent", session=session)
         except Exception:
             # The claim stands (exactly once); the run's own error is the app's to see.
             log.exception("frontier %s: the resumed run failed", frontier.id)
@@ -192,6 +195,7 @@ class Resumer:
                 size = await asyncio.to_thread(store.size)
                 if time.monotonic() >= due_at:
                     await asyncio.to_thread(svc.expire_due)
+                    await asyncio.to_thread(svc.escalate_due)
                 await self.run_once()
                 if time.monotonic() >= self._next_takeover:
                     self._next_takeover = time.monotonic() + max(self.takeover_after / 4, self.max_wait)
@@ -230,17 +234,17 @@ class Resumer:
                 item.claim.at,
             )
             self.signoff.note_claim(frontier.id)
-            result = await self._send(frontier, how="taken over", session=session)
+            result = await self._send_retrying(frontier, how="taken over", session=session)
             if result is not None:
                 done.append(result)
         return done
 
     def _next_wake(self) -> tuple[float, float]:
-        """Seconds to wait for a change at most, and when (monotonic) the next deadline falls due."""
+        """Seconds to wait for a change at most, and when (monotonic) the next deadline or escalation falls due."""
         until_due = float("inf")
-        deadline = self.signoff.reviews.next_deadline()
-        if deadline is not None:
-            until_due = max(0.0, (deadline - datetime.now(UTC)).total_seconds()) + 0.01
+        for due in (self.signoff.reviews.next_deadline(), self.signoff.reviews.next_escalation()):
+            if due is not None:
+                until_due = min(until_due, max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.01)
         wait = min(self.max_wait, until_due)
         due_at = time.monotonic() + until_due if until_due != float("inf") else time.monotonic() + self.max_wait
         return wait, due_at
@@ -252,6 +256,23 @@ class Resumer:
         return await self.runner.session_service.get_session(
             app_name=first.app, user_id=first.user, session_id=first.session
         )
+
+    async def _send_retrying(self, frontier: Frontier, *, how: str, session: Session | None = None) -> Resumed | None:
+        """:meth:`_send`, again on a fresh read of the session when ADK refuses it as stale: the run that
+        paused was still appending its last events when the decision came (milliseconds apart). What the
+        session already holds is not sent twice (:meth:`_send` skips answered calls)."""
+        delay = STALE_RETRY_FIRST
+        for attempt in range(1, STALE_RETRIES + 1):
+            try:
+                return await self._send(frontier, how=how, session=session)
+            except StaleSessionError:
+                if attempt == STALE_RETRIES:
+                    raise
+                log.info("frontier %s: session %s changed under the send; reading it again", frontier.id, session)
+                session = None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        return None
 
     async def _send(self, frontier: Frontier, *, how: str, session: Session | None = None) -> Resumed | None:
         first = frontier.reviews[0].call
@@ -309,7 +330,7 @@ class Resumer:
             if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
                 continue
             self.signoff.note_claim(frontier.id)
-            result = await self._send(frontier, how="recovered")
+            result = await self._send_retrying(frontier, how="recovered")
             if result is not None:
                 done.append(result)
         return done

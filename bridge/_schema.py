@@ -58,6 +58,12 @@ def _slim(prop: dict[str, Any]) -> dict[str, Any]:
             out["type"] = types_
     if isinstance(prop.get("description"), str):
         out["description"] = prop["description"]
+    if isinstance(prop.get("enum"), list) and prop["enum"]:
+        out["enum"] = list(prop["enum"])  # the desk offers a select; audit refuses other values
+    if isinstance(prop.get("items"), dict):
+        out["items"] = _slim(prop["items"])
+    if prop.get("nullable") is True:
+        out["nullable"] = True
     return out
 
 
@@ -74,6 +80,10 @@ def _from_genai_schema(schema: types.Schema) -> dict[str, Any]:
                 entry["type"] = kinds
         if prop.description:
             entry["description"] = prop.description
+        if prop.enum:
+            entry["enum"] = list(prop.enum)
+        if prop.items is not None and prop.items.type is not None:
+            entry["items"] = {"type": str(prop.items.type.value).lower()}
         properties[name] = entry
     return {"type": "object", "properties": properties, "required": list(schema.required or [])}
 

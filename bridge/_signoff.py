@@ -11,6 +11,7 @@ import copy
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ import jsonpatch
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
-from signoff.audit import CallSpec, Frontier, Policy, Review, ReviewService, Signer, Store, open_store
+from signoff.audit import CallSpec, Frontier, Review, ReviewService, Signer, Store, open_store
 from signoff.audit.decided import TrustCache
 from signoff.audit.errors import PatchFailed, ReviewClosed, UnknownReview
 from signoff.audit.keys import read_private_key
@@ -275,7 +276,7 @@ class Signoff:
         if review is None:
             audit_policy = self.policies.for_tool(call.tool).to_audit()
             if timeout is not None:
-                audit_policy = Policy(role=audit_policy.role, deadline_seconds=timeout)
+                audit_policy = replace(audit_policy, deadline_seconds=timeout)
             spec = self.call_spec(call)
             frontier = await asyncio.to_thread(
                 self.reviews.open_frontier, [spec], actor=agent_actor(call.agent), policies=[audit_policy]

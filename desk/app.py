@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ from signoff.desk.context import STATIC_DIR, TEMPLATES_DIR, Desk, make_templates
 from signoff.desk.db import make_engine
 from signoff.desk.deps import NeedSignIn
 from signoff.desk.errors import classify, problem
+from signoff.desk.guard import DEFAULT_MAX_BODY, Guard
 from signoff.desk.metrics import Metrics
-from signoff.desk.routes import api, log, ops, reviews, signin
+from signoff.desk.routes import api, decided, log, ops, reviews, signin
+from signoff.desk.scope import ToolRoles
 from signoff.desk.sse import Broker
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
 
@@ -39,6 +41,9 @@ def create_app(
     access_log: bool = True,
     rp_id: str | None = None,
     origin: str | None = None,
+    allowed_origins: Sequence[str] = (),
+    max_body: int = DEFAULT_MAX_BODY,
+    stalled_after: float = 60.0,
 ) -> FastAPI:
     """Build the desk for the log at ``store_url`` (made beforehand by ``audit init``).
 
@@ -48,6 +53,10 @@ def create_app(
     the WebAuthn relying party (behind a proxy); by default each request's own host and origin.
     ``service`` lets an in-process agent (``desk demo``) share one ``ReviewService``, so its
     wake-ups are in-memory signals.
+
+    ``allowed_origins`` are other origins whose state-changing requests the desk takes (a proxy's,
+    another UI's); ``max_body`` bounds a request body (413 above it); ``stalled_after`` is how long
+    after a resume a tool that has not run shows as "approved, not yet run" (desk/guard.py).
     """
     if service is not None:
         svc = service
@@ -59,11 +68,12 @@ def create_app(
     if key_path is not None:
         _check_log_key(store, Path(key_path))
     engine = make_engine(store_url)
+    tool_roles = ToolRoles(store)
     desk = Desk(
         store=store,
         svc=svc,
         accounts=Accounts(engine, store.log_id),
-        broker=Broker(store, svc),
+        broker=Broker(store, svc, tool_roles),
         cache=LogCache(store),
         metrics=Metrics(lambda: svc.count_pending()),
         verifier=IncrementalVerifier(store),
@@ -73,13 +83,21 @@ def create_app(
         secure_cookies=secure_cookies,
         rp_id=rp_id,
         origin=origin.rstrip("/") if origin else None,
+        allowed_origins=tuple(allowed_origins),
+        max_body=max_body,
+        stalled_after=stalled_after,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         desk.broker.start()
-        # Warm the verification badge off the request path.
-        warm = threading.Timer(1.0, desk.verifier.warm)
+
+        # Warm the verification badge and the visibility index off the request path.
+        def warm_up() -> None:
+            desk.verifier.warm()
+            tool_roles.refresh()
+
+        warm = threading.Timer(1.0, warm_up)
         warm.daemon = True
         warm.start()
         yield
@@ -101,6 +119,7 @@ def create_app(
     app.include_router(api.router)
     app.include_router(signin.router)
     app.include_router(reviews.router)
+    app.include_router(decided.router)
     app.include_router(log.router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
 
@@ -117,6 +136,13 @@ def create_app(
     async def refused(request: Request, exc: web.Refused) -> Any:
         return web.refusal_page(request, exc)
 
+    app.add_middleware(
+        Guard,
+        origin=desk.origin,
+        allowed_origins=desk.allowed_origins,
+        max_body=max_body,
+        refuse_page=lambda status, title, message: web.refusal_html(desk, title, message),
+    )
     app.add_middleware(reqlog.AccessLog, metrics=desk.metrics, enabled=access_log)
     return app
 

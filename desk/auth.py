@@ -1,4 +1,4 @@
-"""Passwords (scrypt, RFC 7914), browser sessions, API tokens and lockout.
+"""Passwords (scrypt, RFC 7914), browser sessions and API tokens.
 
 Nothing here decides *what* a reviewer may do: roles and tool globs are on the log and
 ``audit`` enforces them when a decision is written. This module only answers *who* is
@@ -27,10 +27,9 @@ from signoff.desk.db import Account, ApiToken, SessionRow, utcnow
 SCRYPT_N = 2**14
 SCRYPT_R = 8
 SCRYPT_P = 1
-MAX_FAILURES = 5
-LOCKOUT = timedelta(minutes=15)
 SESSION_TTL = timedelta(hours=12)
 _DUMMY_HASH: str | None = None
+_SESSION = select(SessionRow.log, SessionRow.expires_at).where(SessionRow.token_hash == bindparam("token_hash"))
 _TOKEN = select(ApiToken.reviewer, ApiToken.revoked, ApiToken.log).where(ApiToken.token_hash == bindparam("token_hash"))
 
 
@@ -73,6 +72,7 @@ class SignedIn:
     csrf: str
     via: str  # "session" | "token"
     info: Any = None  # the reviewer's ReviewerInfo from the log, once looked up
+    session: str = ""  # SHA-256 of the session cookie (browser sessions), to end its event streams
 
 
 class SignInRefused(Exception):
@@ -81,6 +81,10 @@ class SignInRefused(Exception):
     def __init__(self, message: str, locked: bool = False) -> None:
         self.locked = locked
         super().__init__(message)
+
+
+def token_hash(token: str) -> str:
+    return _sha(token)
 
 
 class Accounts:
@@ -111,42 +115,18 @@ class Accounts:
             return s.get(Account, (self.log, reviewer))
 
     def authenticate(self, reviewer: str, password: str) -> None:
-        """Raise :class:`SignInRefused` unless the password matches and the account is not locked."""
+        """Raise :class:`SignInRefused` unless the password matches. Throttling happens before this
+        (:mod:`signoff.desk.throttle`): a throttled attempt never reaches the password check."""
         global _DUMMY_HASH
-        now = utcnow()
-        with Session(self.engine) as s:
-            row = s.get(Account, (self.log, reviewer))
-            if row is None:
-                # Spend the same time as a real check so timing does not reveal accounts.
-                if _DUMMY_HASH is None:
-                    _DUMMY_HASH = hash_password(secrets.token_hex(8))
-                check_password(password, _DUMMY_HASH)
-                raise SignInRefused("Wrong e-mail or password.")
-            locked_until = _aware(row.locked_until)
-            if locked_until is not None and locked_until > now:
-                raise SignInRefused(
-                    "Too many failed attempts. This account is locked for a while; try again later.",
-                    locked=True,
-                )
-            if not check_password(password, row.password_hash):
-                row.failed += 1
-                locked = row.failed >= MAX_FAILURES
-                if locked:
-                    row.locked_until = now + LOCKOUT
-                    row.failed = 0
-                s.add(row)
-                s.commit()
-                if locked:
-                    raise SignInRefused(
-                        "Too many failed attempts. This account is locked for a while; try again later.",
-                        locked=True,
-                    )
-                raise SignInRefused("Wrong e-mail or password.")
-            if row.failed or row.locked_until is not None:
-                row.failed = 0
-                row.locked_until = None
-                s.add(row)
-                s.commit()
+        row = self.account(reviewer)
+        if row is None:
+            # Spend the same time as a real check so timing does not reveal accounts.
+            if _DUMMY_HASH is None:
+                _DUMMY_HASH = hash_password(secrets.token_hex(8))
+            check_password(password, _DUMMY_HASH)
+            raise SignInRefused("Wrong e-mail or password.")
+        if not check_password(password, row.password_hash):
+            raise SignInRefused("Wrong e-mail or password.")
 
     # -- sessions --------------------------------------------------------------------
     def open_session(self, reviewer: str) -> tuple[str, str]:
@@ -174,7 +154,16 @@ class Accounts:
             expires = _aware(row.expires_at)
             if expires is None or expires < utcnow():
                 return None
-            return SignedIn(row.reviewer, row.csrf, "session")
+            return SignedIn(row.reviewer, row.csrf, "session", session=row.token_hash)
+
+    def session_alive(self, token_hash: str) -> bool:
+        """Whether the session with this hash is still open (an event stream asks every half second)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_SESSION, {"token_hash": token_hash}).first()
+        if row is None or row.log != self.log:
+            return False
+        expires = _aware(row.expires_at)
+        return expires is not None and expires >= utcnow()
 
     def close_session(self, token: str) -> None:
         with Session(self.engine) as s:

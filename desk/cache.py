@@ -9,6 +9,7 @@ replicas sharing a database never serve a stale page.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
@@ -21,7 +22,25 @@ class LogCache:
         self.store = store
         self.max_items = max_items
         self._items: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
+        self._timed: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def read_for(self, key: Hashable, seconds: float, load: Callable[[], T]) -> T:
+        """A value that may be up to ``seconds`` old whatever the log did meanwhile: for hints (the
+        filters' suggestions) and counts that depend on the clock anyway ("not yet run")."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._timed.get(key)
+            if hit is not None and hit[0] > now:
+                value: T = hit[1]
+                return value
+        value = load()
+        with self._lock:
+            self._timed[key] = (now + seconds, value)
+            self._timed.move_to_end(key)
+            while len(self._timed) > self.max_items:
+                self._timed.popitem(last=False)
+        return value
 
     def read(self, key: Hashable, load: Callable[[], T]) -> T:
         size = self.store.size()  # read first: a loaded value can only be newer than its key
@@ -38,15 +57,3 @@ class LogCache:
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
         return value
-
-    def pending(
-        self, svc: Any, *, tool: str | None, agent: str | None, limit: int, offset: int
-    ) -> tuple[list[Any], int]:
-        """(pending reviews oldest first, total pending with these filters)."""
-        return self.read(
-            ("pending", tool, agent, limit, offset),
-            lambda: (
-                svc.pending(tool=tool, agent=agent, limit=limit, offset=offset),
-                svc.count_pending(tool=tool, agent=agent),
-            ),
-        )

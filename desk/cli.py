@@ -61,6 +61,30 @@ def _parser() -> argparse.ArgumentParser:
         help="the WebAuthn relying party ID passkeys belong to, a domain such as example.org "
         "(default: the origin's host name; env SIGNOFF_RP_ID)",
     )
+    s.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[o for o in os.environ.get("SIGNOFF_ALLOWED_ORIGINS", "").split(",") if o.strip()],
+        metavar="ORIGIN",
+        help="another origin whose state-changing requests the desk takes, e.g. https://desk.internal "
+        "(repeatable; env SIGNOFF_ALLOWED_ORIGINS, comma-separated); every POST must come from the desk's "
+        "own origin (--origin, else the request's) or one of these",
+    )
+    s.add_argument(
+        "--max-body",
+        type=int,
+        default=int(os.environ.get("SIGNOFF_MAX_BODY", str(1024 * 1024))),
+        metavar="BYTES",
+        help="largest request body taken, in bytes; larger ones get 413 (default 1 MB; env SIGNOFF_MAX_BODY)",
+    )
+    s.add_argument(
+        "--stalled-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds after a run resumed before an approved call whose tool has not run shows as "
+        "'approved, not yet run' (default 60)",
+    )
     s.add_argument("--secure-cookies", action="store_true", help="always mark cookies Secure (behind a TLS proxy)")
     s.add_argument("--quiet", action="store_true", help="no per-request log lines")
     notify_cli.add_serve_flags(s)
@@ -73,7 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         "which is also their initial desk password",
     )
     add.add_argument("email")
-    add.add_argument("--role", action="append", required=True, help="role (repeatable)")
+    add.add_argument(
+        "--role",
+        action="append",
+        required=True,
+        help="role (repeatable); the role 'observer' reads every review and decides none",
+    )
     tools = add.add_mutually_exclusive_group(required=True)
     tools.add_argument("--tools", nargs="+", metavar="GLOB", help="tool name globs this reviewer may decide")
     tools.add_argument("--any-tool", action="store_true", help="this reviewer may decide any tool")
@@ -165,6 +194,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
         access_log=not a.quiet,
         rp_id=a.rp_id,
         origin=a.origin,
+        allowed_origins=a.allow_origin,
+        max_body=a.max_body,
+        stalled_after=a.stalled_after,
     )
     desk = app.state.desk
     mode = "signed decisions required" if desk.signed_decisions else "UNSIGNED decisions allowed"

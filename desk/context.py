@@ -11,12 +11,16 @@ from typing import Any
 
 import jinja2
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.sql.elements import ColumnElement
 
 from signoff.desk import present
-from signoff.desk.auth import Accounts
+from signoff.desk.auth import Accounts, SignedIn
 from signoff.desk.cache import LogCache
+from signoff.desk.guard import DEFAULT_MAX_BODY
 from signoff.desk.metrics import Metrics
+from signoff.desk.scope import Scope, ToolRoles, visible_filter
 from signoff.desk.sse import Broker
+from signoff.desk.throttle import Throttle
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -45,6 +49,26 @@ class Desk:
     secure_cookies: bool | None = None  # None: Secure when the request came over HTTPS
     rp_id: str | None = None  # WebAuthn relying party ID; None: the request's host name
     origin: str | None = None  # the desk's origin as browsers see it; None: the request's own
+    allowed_origins: tuple[str, ...] = ()  # other origins whose state-changing requests are taken (proxies)
+    max_body: int = DEFAULT_MAX_BODY  # bytes in one request body; more is answered 413
+    stalled_after: float = 60.0  # seconds after a resume with no tool run before "approved, not yet run"
+
+    @property
+    def tool_roles(self) -> ToolRoles:
+        """Which roles each tool's reviews come under (desk/scope.py), shared with the event stream."""
+        return self.broker.tool_roles
+
+    @property
+    def throttle(self) -> Throttle:
+        return Throttle(self.accounts.engine, self.accounts.log)
+
+    def scope(self, who: SignedIn) -> Scope:
+        """What this signed-in reviewer may see and decide (desk/scope.py)."""
+        info = who.info if who.info is not None else self.svc.reviewer(who.reviewer)
+        return Scope.of(who.reviewer, info)
+
+    def visible(self, scope: Scope) -> ColumnElement[bool]:
+        return visible_filter(scope, self.tool_roles)
 
     @property
     def signed_decisions(self) -> bool:

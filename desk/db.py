@@ -1,4 +1,4 @@
-"""Desk-only tables: sign-in accounts, sessions, API tokens, lockout counters, passkey challenges.
+"""Desk-only tables: sign-in accounts, sessions, API tokens, sign-in throttling, passkey challenges.
 
 These are not projections of the log. Reviewer *enrollment* (roles, tool globs) lives on
 the log through ``ReviewService.enroll_reviewer``; this module only holds the secrets the
@@ -75,6 +75,18 @@ class PasskeyChallenge(SQLModel, table=True):
     expires_at: datetime
 
 
+class ThrottleRow(SQLModel, table=True):
+    """Failed sign-ins for one key, ``ip:<address>`` or ``account:<reviewer>`` (desk/throttle.py)."""
+
+    __tablename__ = "desk_throttle"
+
+    log: str = Field(primary_key=True)
+    key: str = Field(primary_key=True)
+    failures: int = 0
+    last_failure: datetime
+    wait_until: datetime | None = None
+
+
 def engine_url(store_url: str) -> str:
     """SQLAlchemy URL for the same database the audit store uses."""
     if store_url.startswith("postgresql://") or store_url.startswith("postgres://"):
@@ -103,9 +115,19 @@ def make_engine(store_url: str) -> Engine:
             SessionRow.__table__,  # type: ignore[attr-defined]
             ApiToken.__table__,  # type: ignore[attr-defined]
             PasskeyChallenge.__table__,  # type: ignore[attr-defined]
+            ThrottleRow.__table__,  # type: ignore[attr-defined]
         ],
     )
     return engine
 
 
-__all__ = ["Account", "ApiToken", "PasskeyChallenge", "Session", "SessionRow", "make_engine", "utcnow"]
+__all__ = [
+    "Account",
+    "ApiToken",
+    "PasskeyChallenge",
+    "Session",
+    "SessionRow",
+    "ThrottleRow",
+    "make_engine",
+    "utcnow",
+]

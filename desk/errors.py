@@ -47,14 +47,46 @@ def signature_problem(exc: Exception) -> str | None:
     return None
 
 
+# Quorum and claims (issue 13): what ``audit.rules`` refuses, said for the person who tried. Each is
+# recognised by the rule its message names (``audit.rules.decide`` / ``claim``), as signatures are above.
+CLAIMED = "Someone else is on this review (their claim still holds); your claim was not recorded."
+APPROVED_TWICE = (
+    "You already approved this round; it needs another person's approval. Nothing was recorded. "
+    "You can still change the arguments (Edit starts a new round) or reject it."
+)
+OTHER_ROUND = (
+    "The arguments changed since this page was shown: someone edited them, which started a new round of "
+    "approvals. Reload and review what will run now. Nothing was recorded."
+)
+OTHER_ANSWER = (
+    "Your answer to the tool's question differs from the one this round's first approval gave; a round's "
+    "approvals must agree. Give the same answer, or reject. Nothing was recorded."
+)
+
+
+def quorum_problem(exc: Exception) -> str | None:
+    """The summary for a refused claim or quorum decision (the status stays the error class's)."""
+    text = str(exc)
+    if isinstance(exc, E.ReviewClosed) and str(getattr(exc, "status", "")).startswith("claimed by"):
+        return CLAIMED
+    if isinstance(exc, E.NotAllowed) and "approving round" in text and "twice" in text:
+        return APPROVED_TWICE
+    if isinstance(exc, E.ExecutionMismatch) and "expected a decision on round" in text:
+        return OTHER_ROUND
+    if isinstance(exc, E.ExecutionMismatch) and "same answer as the round's earlier approval" in text:
+        return OTHER_ANSWER
+    return None
+
+
 def classify(exc: Exception) -> tuple[int, str]:
     """(HTTP status, short human summary) for a domain error."""
     signature = signature_problem(exc)
     if signature is not None:
         return 403, signature
+    quorum = quorum_problem(exc)
     for cls, status, summary in STATUS:
         if isinstance(exc, cls):
-            return status, summary
+            return status, quorum or summary
     return 500, "The audit store refused the request."
 
 

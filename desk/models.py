@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from signoff.desk import quorum
+
 
 class CallPublic(BaseModel):
     app: str
@@ -28,6 +30,40 @@ class CallPublic(BaseModel):
     node_path: str = ""
     context: dict[str, str] = {}
     kind: str = "confirmation"
+
+
+class KeyArgPublic(BaseModel):
+    name: str
+    text: str = Field(description="the value as a person reads it, cut for a list")
+    full: str = Field(description="the value as a person reads it")
+
+
+class SummaryPublic(BaseModel):
+    """What the agent wants to do, in plain words (desk/summary.py); the line a reviewer reads first."""
+
+    headline: str = Field(description='e.g. "back_office wants to transfer_money: 1,250.00 EUR to DE89 …"')
+    purpose: str = Field(description="the first sentence of the tool's description")
+    question: str = Field(description="the tool's own question (its hint), empty for ADK's protocol text")
+    key_args: list[KeyArgPublic]
+    more: int = Field(description="arguments not among key_args")
+
+    @classmethod
+    def of(cls, s: Any) -> SummaryPublic:
+        return cls(**s.to_json())
+
+
+class ApprovalPublic(BaseModel):
+    """One approval of the current round toward a review's quorum."""
+
+    by: str = Field(description="the reviewer who approved (after an edit, the editor is the round's first)")
+    seq: int = Field(description="the log entry of the approval (review.approved or review.edited)")
+
+
+class ClaimPublic(BaseModel):
+    """A reviewer's "I'm on it" (review.claimed): advice to the others, never a lock; it lapses at ``until``."""
+
+    reviewer: str
+    until: datetime
 
 
 class ReviewPublic(BaseModel):
@@ -52,11 +88,31 @@ class ReviewPublic(BaseModel):
     answer_payload: Any = None
     executed: bool = False
     resumed: bool = False
+    summary: SummaryPublic | None = None
+    approvals: list[ApprovalPublic] = Field(
+        [],
+        description="the current round's approvals, oldest first; once decided, those of the deciding round "
+        "(on a review that needs one approval: empty while pending)",
+    )
+    approvals_needed: int = Field(1, description="distinct people who must approve (the policy's `approvals`)")
+    round: int = Field(0, description="edits so far; each edit starts a new round of approvals on the patched args")
+    round_args: dict[str, Any] | None = Field(
+        None,
+        description="while pending, the args the current round approves: what will run (call.args in round 0); "
+        "an approval's args_digest and an edit's patch are on these",
+    )
+    escalated_role: str | None = Field(
+        None, description="the role the review was handed to (review.escalated); it may decide too"
+    )
+    claim: ClaimPublic | None = Field(None, description="who is on it, while the claim holds; null once it lapsed")
 
     @classmethod
-    def of(cls, r: Any) -> ReviewPublic:
+    def of(cls, r: Any, summary: Any = None) -> ReviewPublic:
+        from signoff.desk import summary as summaries
+
         c = r.call
         return cls(
+            summary=SummaryPublic.of(summary if summary is not None else summaries.of_call(c)),
             id=r.id,
             frontier=r.frontier,
             status=r.status,
@@ -95,12 +151,51 @@ class ReviewPublic(BaseModel):
             answer_payload=r.answer_payload,
             executed=r.executed,
             resumed=r.resumed,
+            approvals=[ApprovalPublic(by=by, seq=seq) for by, seq in getattr(r, "approvals", ())],
+            approvals_needed=int(getattr(r, "approvals_needed", 1) or 1),
+            round=int(getattr(r, "round", 0) or 0),
+            round_args=quorum.round_args(r) if r.status == "pending" else None,
+            escalated_role=getattr(r, "escalated_role", None),
+            claim=_claim(r),
         )
+
+
+def _claim(r: Any) -> ClaimPublic | None:
+    found = quorum.active_claim(r, "")
+    return ClaimPublic(reviewer=found.reviewer, until=found.until) if found is not None else None
+
+
+class ClaimedOut(BaseModel):
+    """A claim just recorded (review.claimed)."""
+
+    review: str
+    reviewer: str
+    until: datetime = Field(description="when it lapses by itself (the policy's claim_seconds, 15 minutes by default)")
+
+
+class OutcomePublic(BaseModel):
+    """What happened after the decision, from the log: the run resumed, the tool ran, the agent replied."""
+
+    resumed: bool
+    resumed_seq: int | None = None
+    executed: bool
+    executed_seq: int | None = None
+    result_preview: str | None = Field(None, description="at most 500 characters of the tool's result as JSON")
+    reply: str | None = Field(None, description="the agent's next words after the resumed run")
+    reply_seq: int | None = None
 
 
 class ReviewDetail(ReviewPublic):
     frontier_reviews: list[ReviewPublic] = []
     can_decide: bool = False
+    outcome: OutcomePublic | None = None
+
+
+class DecidedPage(BaseModel):
+    items: list[ReviewPublic]
+    total: int
+    older: int | None = Field(None, description="pass as `before` for the next older page")
+    newer: int | None = Field(None, description="pass as `after` for the next newer page")
 
 
 class ReviewPage(BaseModel):
@@ -124,6 +219,13 @@ log will record (`signoff.audit.decision` builds it the same way):
 * edit: `{"review": <id>, "patch": <your RFC 6902 patch, exactly as sent>, "args_digest":
   "sha256:" + hex(SHA-256(RFC 8785 of the patched args)), "rationale": <"" if none>}` plus `"payload"`;
 * reject: `{"review": <id>, "reason": <your reason>}`.
+
+On a review that needs several approvals (`approvals_needed` > 1) the approve and edit bodies also carry
+`"round": <the review's round>`, and the args are the round's (`round_args`), not the opened ones: an
+approve's `args_digest` is the digest of `round_args`, an edit's `patch` applies to `round_args` and its
+`args_digest` is the digest of the patched round args. An edit starts the next round, with your approval as
+its first. A round's later approvals must give the same `payload` as its first. A reject carries no `round`.
+With `approvals_needed` = 1 the bodies are exactly as above (no `round` key; `round_args` = the opened args).
 
 The log id is `GET /api/me` → `log`. Two forms:
 
@@ -164,13 +266,26 @@ DecisionSig = Annotated[Ed25519Sig | WebAuthnSig, Field(discriminator="alg")]
 class ApproveIn(BaseModel):
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
+    round: int | None = Field(
+        None,
+        description="the round you reviewed (`round` of the review); on a review that needs several approvals, "
+        "a decision on a round the review has left (someone edited since) is refused with 409",
+    )
     sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 
 class EditIn(BaseModel):
-    patch: list[dict[str, Any]] = Field(description="RFC 6902 JSON Patch on the call's args")
+    patch: list[dict[str, Any]] = Field(
+        description="RFC 6902 JSON Patch on the args the current round approves (`round_args`; the call's args "
+        "until someone edits a review that needs several approvals)"
+    )
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
+    round: int | None = Field(
+        None,
+        description="the round you reviewed (`round` of the review); on a review that needs several approvals, "
+        "a decision on a round the review has left (someone edited since) is refused with 409",
+    )
     sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 

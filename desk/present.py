@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from signoff.desk import summary
+
 
 def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
@@ -20,6 +22,24 @@ def iso(value: datetime | str | None) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def when(value: datetime | str | None) -> str:
+    """A time to the minute, UTC: "2026-12-01 14:02"."""
+    text = iso(value)
+    return text[:16].replace("T", " ") if text else ""
+
+
+def clock(value: datetime | str | None) -> str:
+    """A time to the second, UTC: "2026-12-01 14:02:07 UTC"."""
+    text = iso(value)
+    return text[:19].replace("T", " ") + " UTC" if text else ""
+
+
+def hhmm(value: datetime | str | None) -> str:
+    """A time to the minute, UTC, without the date: "14:02 UTC" (a claim lasts minutes)."""
+    text = iso(value)
+    return text[11:16] + " UTC" if text else ""
 
 
 def ago(value: datetime | str | None) -> str:
@@ -65,9 +85,30 @@ def short(value: str | None, n: int = 8) -> str:
 
 
 def who(actor: str | None) -> str:
-    if not actor:
-        return ""
-    return actor.split(":", 1)[1] if actor.startswith("human:") else actor
+    """An actor as the log and the CLI write it ("human:alice@example.org"), the same on every page."""
+    return actor or ""
 
 
-FILTERS: dict[str, Any] = {"pretty": pretty, "iso": iso, "ago": ago, "left": left, "short": short, "who": who}
+def cut(value: Any, n: int = 80) -> str:
+    return summary.cut(str(value or ""), n)
+
+
+def bare(value: str | None) -> str:
+    """An id without its ``sha256:`` prefix (for a cut display; the full value goes in a title)."""
+    return (value or "").removeprefix("sha256:")
+
+
+FILTERS: dict[str, Any] = {
+    "pretty": pretty,
+    "iso": iso,
+    "when": when,
+    "clock": clock,
+    "hhmm": hhmm,
+    "ago": ago,
+    "left": left,
+    "short": short,
+    "who": who,
+    "cut": cut,
+    "bare": bare,
+    "number": summary.number,
+}

@@ -4,7 +4,19 @@ One watcher thread per app waits on ``ReviewService.wait_for_change`` (push, not
 polling), reads the new log entries once, and fans them out to every connected browser.
 While no browser is connected the watcher sleeps and reads nothing, so decisions made
 through the API pay nothing for live updates nobody watches.
-Events carry only ids and short strings; the page inserts them with ``textContent``.
+
+Events (the page inserts their strings with ``textContent``):
+
+* ``opened``: a new review, with its plain-words summary (desk/summary.py);
+* ``closed``: a review was decided, expired or withdrawn;
+* ``resumed``: the agent's run was resumed with the answers of a frontier;
+* ``executed``: a tool ran, with a short preview of its result;
+* ``replied``: the agent's next words after the resumed run;
+* ``log``: the log's new size; ``bye``: this stream ends (signed out, disabled, roles changed).
+
+Each browser only hears about reviews its reviewer may see (desk/scope.py). A stream ends within
+half a second when its session is closed (sign-out, here or on another replica) or its reviewer
+is disabled or re-enrolled.
 """
 
 from __future__ import annotations
@@ -13,12 +25,19 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
+
+from signoff.desk import summary as summaries
+from signoff.desk.scope import Scope, ToolRoles, entry_subject_ids
 
 log = logging.getLogger("desk.sse")
 
 COALESCE_SECONDS = 0.015
+CATCH_UP = 1000  # entries a stream replays from the size its page was rendered at
+CHECK_SECONDS = 0.5  # how often a stream checks that its session is still open
 
 CLOSING_KINDS = {
     "review.approved": "approved",
@@ -26,10 +45,13 @@ CLOSING_KINDS = {
     "review.rejected": "rejected",
     "review.expired": "expired",
     "review.withdrawn": "withdrawn",
+    "review.auto_approved": "auto_approved",
 }
+REVIEWER_KINDS = {"reviewer.disabled": "disabled", "reviewer.enrolled": "roles changed"}
 
 
 def event_of(entry: Any) -> dict[str, Any] | None:
+    """The event a browser gets for one log entry (ids, short strings and the bounded previews)."""
     body = entry.body or {}
     if entry.kind == "review.opened":
         call = body.get("call") or {}
@@ -42,6 +64,7 @@ def event_of(entry: Any) -> dict[str, Any] | None:
             "agent": call.get("agent", ""),
             "opened_at": entry.at,
             "deadline": body.get("deadline"),
+            **summaries.of_call_json(call).to_json(),
         }
     if entry.kind in CLOSING_KINDS:
         return {
@@ -51,14 +74,53 @@ def event_of(entry: Any) -> dict[str, Any] | None:
             "status": CLOSING_KINDS[entry.kind],
             "actor": entry.actor,
         }
+    if entry.kind == "run.resumed":
+        reviews = body.get("reviews")
+        return {
+            "type": "resumed",
+            "seq": entry.seq,
+            "frontier": body.get("frontier"),
+            "reviews": [r for r in reviews if isinstance(r, str)] if isinstance(reviews, list) else [],
+            "at": entry.at,
+        }
+    if entry.kind == "tool.executed":
+        preview = body.get("result_preview")
+        return {
+            "type": "executed",
+            "seq": entry.seq,
+            "review": body.get("review"),
+            "args_digest": body.get("args_digest"),
+            "result_preview": str(preview) if preview is not None else None,
+            "at": entry.at,
+        }
+    if entry.kind == "run.replied":
+        return {
+            "type": "replied",
+            "seq": entry.seq,
+            "frontier": body.get("frontier"),
+            "text": str(body.get("text") or ""),
+            "at": entry.at,
+        }
     return None
 
 
+About = list[tuple[str, tuple[str | None, ...]]] | None
+
+
+@dataclass(eq=False)
+class Subscriber:
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue[dict[str, Any]]
+    scope: Scope | None  # None: sees everything (tests, tools)
+    session: str = ""
+
+
 class Broker:
-    def __init__(self, store: Any, svc: Any) -> None:
+    def __init__(self, store: Any, svc: Any, tool_roles: ToolRoles | None = None) -> None:
         self.store = store
         self.svc = svc
-        self._subs: set[tuple[asyncio.AbstractEventLoop, asyncio.Queue[dict[str, Any]]]] = set()
+        self.tool_roles = tool_roles if tool_roles is not None else ToolRoles(store)
+        self._subs: set[Subscriber] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._active = threading.Event()  # set while at least one browser is connected
@@ -102,50 +164,140 @@ class Broker:
                         self.size = max(self.size, new)
                         continue
                     start = self.size
-                events = [ev for e in self.store.entries(start=start, stop=new) if (ev := event_of(e))]
+                entries = list(self.store.entries(start=start, stop=new))
                 self.size = new
-                events.append({"type": "log", "size": new})
-                for ev in events:
-                    self.publish(ev)
+                self._fan_out(entries, new)
             except Exception:  # noqa: BLE001 - keep watching; report it
                 if self._stop.is_set():
                     break  # the store closed under us while shutting down
                 log.exception("sse watcher failed; retrying")
                 self._stop.wait(0.5)
 
-    def publish(self, ev: dict[str, Any]) -> None:
+    def _fan_out(self, entries: list[Any], size: int) -> None:
+        events = self._events(entries, end_streams=True)
+        events.append(({"type": "log", "size": size}, None))
         with self._lock:
             subs = list(self._subs)
-        for loop, q in subs:
-            try:
-                loop.call_soon_threadsafe(q.put_nowait, ev)
-            except RuntimeError:  # loop closed
-                with self._lock:
-                    self._subs.discard((loop, q))
+        for sub in subs:
+            for ev, about in events:
+                if self._sees(sub.scope, about):
+                    self._put(sub, ev)
 
-    async def stream(self, heartbeat: float = 15.0) -> AsyncIterator[str]:
+    @staticmethod
+    def _sees(scope: Scope | None, about: list[tuple[str, tuple[str | None, ...]]] | None) -> bool:
+        return about is None or scope is None or any(scope.sees(t, r) for t, r in about)
+
+    def _events(self, entries: list[Any], *, end_streams: bool) -> list[tuple[dict[str, Any], About]]:
+        """Each entry's event, with the (tool, roles) of the reviews it is about (None: about none)."""
+        events: list[tuple[dict[str, Any], About]] = []
+        reviews = [r for r in (entry_subject_ids(e)[0] for e in entries) if r]
+        subjects = self.tool_roles.subjects(reviews) if reviews else {}
+        frontiers: dict[str, list[tuple[str, tuple[str | None, ...]]]] = {}
+        for entry in entries:
+            if entry.kind in REVIEWER_KINDS:
+                reviewer = (entry.body or {}).get("reviewer")
+                if end_streams and isinstance(reviewer, str):
+                    self.end(reviewer=reviewer, reason=REVIEWER_KINDS[entry.kind])
+                continue
+            ev = event_of(entry)
+            if ev is None:
+                continue
+            review, frontier = entry_subject_ids(entry)
+            about: list[tuple[str, tuple[str | None, ...]]] | None = None
+            if review is not None:
+                subject = subjects.get(review)
+                about = [(subject.tool, subject.roles)] if subject is not None else []
+            elif frontier is not None:
+                if frontier not in frontiers:
+                    frontiers[frontier] = [(s.tool, s.roles) for s in self.tool_roles.frontier_subjects(frontier)]
+                about = frontiers[frontier]
+            events.append((ev, about))
+        return events
+
+    def _put(self, sub: Subscriber, ev: dict[str, Any]) -> None:
+        try:
+            sub.loop.call_soon_threadsafe(sub.queue.put_nowait, ev)
+        except RuntimeError:  # loop closed
+            with self._lock:
+                self._subs.discard(sub)
+
+    def publish(self, ev: dict[str, Any]) -> None:
+        """Send ``ev`` to every browser (no scope check: only for events about no review)."""
+        with self._lock:
+            subs = list(self._subs)
+        for sub in subs:
+            self._put(sub, ev)
+
+    def end(self, *, reviewer: str | None = None, session: str | None = None, reason: str = "signed out") -> int:
+        """End the streams of a reviewer or of one session (within the event loop's next turn)."""
+        with self._lock:
+            subs = [
+                s
+                for s in self._subs
+                if (reviewer is not None and s.scope is not None and s.scope.reviewer == reviewer)
+                or (session is not None and s.session == session)
+            ]
+        for sub in subs:
+            self._put(sub, {"type": "bye", "reason": reason})
+        return len(subs)
+
+    async def stream(
+        self,
+        heartbeat: float = 15.0,
+        *,
+        scope: Scope | None = None,
+        session: str = "",
+        alive: Callable[[], bool] | None = None,
+        after: int | None = None,
+    ) -> AsyncIterator[str]:
+        """One browser's stream. ``alive`` (run off the loop every :data:`CHECK_SECONDS`) says whether
+        its session is still open and its reviewer enabled; the stream says ``bye`` and ends when not.
+        ``after`` is the log size the page was rendered at: what happened since is sent first, so a
+        page never misses the entries that landed between its rendering and its stream."""
         loop = asyncio.get_running_loop()
-        q: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=10_000)
-        key = (loop, q)
+        sub = Subscriber(loop, asyncio.Queue(maxsize=10_000), scope, session)
         start = await asyncio.to_thread(self.store.size)
         with self._lock:
             if not self._subs:
                 self._resume_from = start
-            self._subs.add(key)
+            self._subs.add(sub)
             self._active.set()
         try:
             yield f"retry: 2000\nevent: hello\ndata: {json.dumps({'size': start})}\n\n"
+            if after is not None and 0 <= after < start and start - after <= CATCH_UP:
+
+                def missed() -> list[tuple[dict[str, Any], About]]:
+                    return self._events(list(self.store.entries(start=after, stop=start)), end_streams=False)
+
+                for old, about in await asyncio.to_thread(missed):
+                    if self._sees(scope, about):
+                        yield f"event: {old['type']}\ndata: {json.dumps(old)}\n\n"
+            last_beat = last_check = time.monotonic()
             while True:
+                wait = CHECK_SECONDS if alive is not None else heartbeat
                 try:
-                    ev = await asyncio.wait_for(q.get(), timeout=heartbeat)
+                    ev: dict[str, Any] | None = await asyncio.wait_for(sub.queue.get(), timeout=wait)
                 except TimeoutError:
-                    yield ": keep-alive\n\n"
+                    ev = None
+                now = time.monotonic()
+                if alive is not None and now - last_check >= CHECK_SECONDS:
+                    last_check = now
+                    if not await asyncio.to_thread(alive):
+                        yield f"event: bye\ndata: {json.dumps({'reason': 'signed out'})}\n\n"
+                        return
+                if ev is None:
+                    if now - last_beat >= heartbeat:
+                        last_beat = now
+                        yield ": keep-alive\n\n"
                     continue
+                if ev["type"] == "bye":
+                    yield f"event: bye\ndata: {json.dumps(ev)}\n\n"
+                    return
                 if ev.get("seq", start) < start:
                     continue  # committed before this browser connected (and before its page)
                 yield f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n"
         finally:
             with self._lock:
-                self._subs.discard(key)
+                self._subs.discard(sub)
                 if not self._subs:
                     self._active.clear()

@@ -45,6 +45,13 @@ def render(request: Request, name: str, ctx: dict[str, Any], status: int = 200) 
     return desk.templates.TemplateResponse(request, name, ctx, status_code=status)
 
 
+def refusal_html(desk: Desk, title: str, message: str) -> bytes:
+    """The error page, outside a request (a refusal by desk/guard.py before any route runs)."""
+    template = desk.templates.env.get_template("error.html")
+    ctx = {"title": title, "message": message, "me": None, "csrf": "", "nav": "", "signed_log": desk.signed_decisions}
+    return template.render(ctx).encode()
+
+
 def refusal_page(request: Request, exc: Refused) -> HTMLResponse:
     return render(request, "error.html", {"title": exc.title, "message": exc.message}, exc.status)
 

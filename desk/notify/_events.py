@@ -85,8 +85,14 @@ def facts_of_opened(body: dict[str, Any]) -> ReviewFacts:
     )
 
 
-def events_of(entry: Entry, lookup: Callable[[str], ReviewFacts | None]) -> list[Event]:
-    """The events ``entry`` yields; ``lookup`` finds the facts of a review opened earlier."""
+def events_of(
+    entry: Entry,
+    lookup: Callable[[str], ReviewFacts | None],
+    closes: Callable[[str, int], bool] | None = None,
+) -> list[Event]:
+    """The events ``entry`` yields; ``lookup`` finds the facts of a review opened earlier. On a review
+    that needs several people (its decisions name a ``round``), an approval is "decided" only when
+    ``closes(review, seq)`` says it completed the quorum; the approvals before it yield nothing."""
     body = entry.body if isinstance(entry.body, dict) else {}
     review = body.get("review")
     if not isinstance(review, str):
@@ -117,6 +123,8 @@ def events_of(entry: Entry, lookup: Callable[[str], ReviewFacts | None]) -> list
     facts = lookup(review) or ReviewFacts()
     reason = _text(body.get("reason"))
     if entry.kind in DECIDED:
+        if "round" in body and entry.kind != "review.rejected" and closes is not None and not closes(review, entry.seq):
+            return []  # one approval toward a quorum: the review is still open
         return [
             make(
                 "review.decided",

@@ -65,12 +65,13 @@ class NotifierOptions:
     desk_url: str = "http://127.0.0.1:8080"
     retry_base: float = 2.0  # seconds before the second attempt; doubles each time
     retry_cap: float = 600.0  # no wait between attempts is longer
-    max_attempts: int = 10  # then the job has failed (about 40 minutes of trying with the defaults)
+    max_attempts: int = 10  # then the job has failed (about 17 minutes of trying with the defaults)
     workers: int = 16  # deliveries in flight at once
     per_endpoint: int = 4  # of which to one endpoint
     timeout: float = 10.0  # one HTTP request or SMTP session
     batch: int = 500  # entries turned into jobs per transaction
     coalesce_seconds: float = 0.005  # after a wake-up, wait this long for more entries
+    coalesce_max_seconds: float = 0.05  # and longer while they keep coming, up to this
     standby_seconds: float = 1.0  # how often a notifier without the lock tries to take it
     start_at: int | None = None  # first start only: the seq to follow from (default: the log's head)
 
@@ -367,6 +368,7 @@ class Notifier:
 
     def _follow(self) -> None:
         position: int | None = None
+        pause = self.options.coalesce_seconds
         while not self._stop.is_set():
             if not self.leading.wait(0.25):
                 position = None
@@ -376,10 +378,11 @@ class Notifier:
             size = self.store.wait_for_change(position, timeout=0.5)
             if size <= position or not self.leading.is_set():
                 continue
-            if self.options.coalesce_seconds > 0:
+            if pause > 0:
                 # Gather a burst into one read and one write, and stay off the CPU (and the SQLite
-                # write lock) while the decision that woke us is still answering.
-                self._stop.wait(self.options.coalesce_seconds)
+                # write lock) while the decision that woke us is still answering. The pause doubles
+                # while entries keep coming (up to ``coalesce_max_seconds``), and falls back when they stop.
+                self._stop.wait(pause)
                 size = self.store.size()
             stop = min(size, position + self.options.batch)
             try:
@@ -387,7 +390,9 @@ class Notifier:
             except _CursorMoved:
                 position = None
                 continue
+            busy = stop - position > 1
             position = stop
+            pause = min(self.options.coalesce_max_seconds, pause * 2) if busy else self.options.coalesce_seconds
             self._dirty.set()
             self._wake.set()
 
@@ -404,11 +409,18 @@ class Notifier:
         deadline = format_time(found.deadline) if found.deadline is not None else None
         return ReviewFacts(call.tool, call.agent, call.app, call.session, call.args, found.policy.role, deadline)
 
+    def _closes(self, review: str, seq: int) -> bool:
+        """Whether the approval at ``seq`` decided ``review`` (the last approval its quorum needed)."""
+        try:
+            return self.svc.get(review).decision_seq == seq
+        except UnknownReview:
+            return False
+
     def _advance(self, start: int, stop: int) -> None:
         """Jobs for the entries in ``[start, stop)``, and the cursor moved to ``stop``, in one transaction."""
         events: list[Event] = []
         for entry in self.store.entries(start=start, stop=stop, limit=stop - start):
-            found = events_of(entry, self._facts)
+            found = events_of(entry, self._facts, self._closes)
             if entry.kind == "review.opened" and found:
                 self._opened[found[0].review] = found[0].facts
                 while len(self._opened) > OPENED_CACHE:

@@ -7,19 +7,25 @@ Authentication is a per-reviewer bearer token. Domain errors become HTTP statuse
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
+from signoff.audit.entry import parse_time
+from signoff.audit.errors import UnknownReview
+from signoff.desk import queries
 from signoff.desk.deps import ApiReviewer, DeskDep
 from signoff.desk.models import (
     ApproveIn,
+    ClaimedOut,
+    DecidedPage,
     EditIn,
     EntryPublic,
     KeyPublic,
     LogPage,
     Me,
+    OutcomePublic,
     RejectIn,
     ReviewDetail,
     ReviewPage,
@@ -30,6 +36,7 @@ from signoff.desk.models import (
     sig_of,
 )
 from signoff.desk.routes import decide
+from signoff.desk.scope import visible_entries
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or unknown API token"},
@@ -37,7 +44,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "The reviewer's role does not cover this tool, the reviewer is disabled, or the decision's "
         "signature is missing or does not verify over what the server would record (nothing recorded)"
     },
-    404: {"description": "No such review"},
+    404: {"description": "No such review, or one outside your roles and tools"},
     409: {"description": "Stale or duplicate decision: already decided, expired or withdrawn; nothing recorded"},
     422: {"description": "Bad patch, schema break, missing reason or malformed JSON; nothing recorded"},
 }
@@ -63,33 +70,97 @@ def me(desk: DeskDep, who: ApiReviewer) -> Me:
     )
 
 
+def _visible(desk: Any, who: Any, review_id: str) -> Any:
+    """The review, or the same 404 as for an unknown id when it is outside the reviewer's roles and tools."""
+    review = desk.svc.get(review_id)
+    if not desk.scope(who).sees_review(review):
+        raise UnknownReview(review_id)
+    return review
+
+
 @router.get("/reviews", response_model=ReviewPage)
 def list_reviews(
     desk: DeskDep,
     who: ApiReviewer,
     tool: str | None = None,
     agent: str | None = None,
+    sort: Annotated[Literal["oldest", "deadline"], Query(description="oldest first, or soonest deadline first")] = (
+        "oldest"
+    ),
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ReviewPage:
-    """Pending reviews, oldest first."""
-    items, total = desk.cache.pending(desk.svc, tool=tool, agent=agent, limit=limit, offset=offset)
-    return ReviewPage(items=[ReviewPublic.of(r) for r in items], total=total, limit=limit, offset=offset)
+    """Pending reviews you may see (your roles and tools; everything for an observer), oldest first."""
+    scope = desk.scope(who)
+    items, total = desk.cache.read(
+        ("api-pending", scope, tool, agent, sort, limit, offset),
+        lambda: queries.pending(
+            desk.store, desk.visible(scope), tool=tool, agent=agent, sort=sort, limit=limit, offset=offset
+        ),
+    )
+    return ReviewPage(
+        items=[ReviewPublic.of(i.review, i.summary) for i in items], total=total, limit=limit, offset=offset
+    )
 
 
 @router.get("/reviews/{review_id}", response_model=ReviewDetail, responses={404: ERRORS[404]})
 def get_review(desk: DeskDep, who: ApiReviewer, review_id: str) -> ReviewDetail:
-    r = desk.svc.get(review_id)
-    others = [ReviewPublic.of(x) for x in desk.svc.frontier(r.frontier).reviews if x.id != r.id]
+    """One review, its frontier's other calls (those you may see) and what happened after the decision."""
+    r = _visible(desk, who, review_id)
+    scope = desk.scope(who)
+    others = [
+        ReviewPublic.of(x) for x in desk.svc.frontier(r.frontier).reviews if x.id != r.id and scope.sees_review(x)
+    ]
+    outcome = queries.outcome_of(queries.timeline(desk.store, r), r)
     return ReviewDetail(
-        **ReviewPublic.of(r).model_dump(), frontier_reviews=others, can_decide=desk.svc.can_decide(who.reviewer, r)
+        **ReviewPublic.of(r).model_dump(),
+        frontier_reviews=others,
+        can_decide=scope.may_decide(r),
+        outcome=OutcomePublic(**outcome.to_json()),
     )
 
 
 @router.get("/reviews/{review_id}/history", response_model=list[EntryPublic], responses={404: ERRORS[404]})
 def review_history(desk: DeskDep, who: ApiReviewer, review_id: str) -> list[EntryPublic]:
-    desk.svc.get(review_id)
-    return [EntryPublic.of(e) for e in desk.svc.history(review_id)]
+    """Every log entry about the review and its frontier (opened, decided, resumed, executed, replied)."""
+    r = _visible(desk, who, review_id)
+    return [EntryPublic.of(e) for e in queries.timeline(desk.store, r)]
+
+
+@router.get("/decided", response_model=DecidedPage)
+def decided_reviews(
+    desk: DeskDep,
+    who: ApiReviewer,
+    mine: bool = False,
+    tool: str = "",
+    agent: str = "",
+    outcome: Annotated[str, Query(description="approved, edited, rejected, expired or withdrawn")] = "",
+    since: Annotated[str, Query(description="YYYY-MM-DD, decided on or after")] = "",
+    until: Annotated[str, Query(description="YYYY-MM-DD, decided on or before")] = "",
+    q: Annotated[str, Query(description="a review id (or its start), a session id or a frontier id")] = "",
+    before: Annotated[int | None, Query(ge=0, description="decisions before this seq (the next older page)")] = None,
+    after: Annotated[int | None, Query(ge=0, description="decisions after this seq (the next newer page)")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> DecidedPage:
+    """Decided reviews you may see, newest decision first (the desk's Decided view)."""
+    scope = desk.scope(who)
+    f = queries.HistoryQuery(
+        mine=who.reviewer if mine else "", tool=tool, agent=agent, outcome=outcome, since=since, until=until, q=q
+    )
+    page = queries.decided(desk.store, desk.visible(scope), f, before=before, after=after, limit=limit)
+    return DecidedPage(
+        items=[ReviewPublic.of(i.review, i.summary) for i in page.items],
+        total=page.total,
+        older=page.older,
+        newer=page.newer,
+    )
+
+
+@router.get("/stalled", response_model=list[ReviewPublic])
+def stalled(desk: DeskDep, who: ApiReviewer) -> list[ReviewPublic]:
+    """Approved, not yet run: approved calls whose run was resumed but whose tool has not run."""
+    scope = desk.scope(who)
+    return [ReviewPublic.of(s.review) for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review)]
 
 
 DECIDE_ERRORS: dict[int | str, dict[str, Any]] = {k: ERRORS[k] for k in (403, 404, 409, 422)}
@@ -97,22 +168,47 @@ DECIDE_ERRORS: dict[int | str, dict[str, Any]] = {k: ERRORS[k] for k in (403, 40
 
 @router.post("/reviews/{review_id}/approve", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def approve(desk: DeskDep, who: ApiReviewer, review_id: str, body: ApproveIn) -> ReviewPublic:
-    """Approve the call as proposed, with an optional rationale and payload answer, signed by you (`sig`)."""
-    return ReviewPublic.of(decide.approve(desk, who.reviewer, review_id, body.rationale, body.payload, sig_of(body)))
+    """Approve the call as proposed (on a review that needs several people: the current round's args), with an
+    optional rationale and payload answer, signed by you (`sig`). Until the quorum is reached the review stays
+    `pending`, with your approval in `approvals`."""
+    return ReviewPublic.of(
+        decide.approve(desk, who, review_id, body.rationale, body.payload, sig_of(body), shown_round=body.round)
+    )
 
 
 @router.post("/reviews/{review_id}/edit", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def edit(desk: DeskDep, who: ApiReviewer, review_id: str, body: EditIn) -> ReviewPublic:
     """Approve with changed args, given as an RFC 6902 patch on the proposed args, signed by you (`sig`)."""
     return ReviewPublic.of(
-        decide.edit(desk, who.reviewer, review_id, body.patch, body.rationale, body.payload, sig_of(body))
+        decide.edit(
+            desk, who, review_id, body.patch, body.rationale, body.payload, sig_of(body), shown_round=body.round
+        )
     )
 
 
 @router.post("/reviews/{review_id}/reject", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def reject(desk: DeskDep, who: ApiReviewer, review_id: str, body: RejectIn) -> ReviewPublic:
     """Stop the call; the reason is what the model sees. Signed by you (`sig`)."""
-    return ReviewPublic.of(decide.reject(desk, who.reviewer, review_id, body.reason, sig_of(body)))
+    return ReviewPublic.of(decide.reject(desk, who, review_id, body.reason, sig_of(body)))
+
+
+CLAIM_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"description": "Your role does not cover this tool, or you are disabled or only an observer"},
+    404: ERRORS[404],
+    409: {
+        "description": "Someone else's claim still holds (`status` names them and until when), or the review "
+        "is decided already; nothing recorded"
+    },
+}
+
+
+@router.post("/reviews/{review_id}/claim", response_model=ClaimedOut, responses=CLAIM_ERRORS)
+def claim(desk: DeskDep, who: ApiReviewer, review_id: str) -> ClaimedOut:
+    """Say "I'm on it" (`review.claimed`): others see who is on the review until the claim lapses by itself
+    (the policy's `claim_seconds`). Advice, not a lock: anyone who may decide still can. Claiming again
+    renews your own claim; while someone else's holds, 409."""
+    until = decide.claim(desk, who, review_id)
+    return ClaimedOut(review=review_id, reviewer=who.reviewer, until=parse_time(until))
 
 
 @router.get("/log", response_model=LogPage)
@@ -125,14 +221,15 @@ def log(
     before: Annotated[int | None, Query(ge=0, description="only entries with seq < before")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> LogPage:
-    """Log entries, newest first."""
+    """Log entries, newest first; entries about reviews outside your roles and tools are left out."""
     rows = list(
         desk.store.entries(stop=before, kind=kind, actor=actor, review=review, newest_first=True, limit=limit + 1)
     )
     more = len(rows) > limit
     rows = rows[:limit]
+    shown = visible_entries(desk.scope(who), desk.tool_roles, rows)
     return LogPage(
-        items=[EntryPublic.of(e) for e in rows],
+        items=[EntryPublic.of(e) for e in shown],
         size=desk.store.size(),
         next_before=rows[-1].seq if more and rows else None,
     )
@@ -140,9 +237,7 @@ def log(
 
 @router.get("/log/{seq}", response_model=EntryPublic, responses={404: {"description": "No such entry"}})
 def log_entry(desk: DeskDep, who: ApiReviewer, seq: int) -> EntryPublic:
-    if not 0 <= seq < desk.store.size():
-        raise HTTPException(404, f"The log has no entry {seq}.")
-    return EntryPublic.of(desk.store.entry(seq))
+    return EntryPublic.of(readable_entry(desk, who, seq))
 
 
 @router.get("/verification", response_model=Verification)
@@ -211,6 +306,16 @@ def sign_checkpoint(desk: DeskDep, who: ApiReviewer) -> CheckpointOut:
     return _cp_out(desk, desk.store.checkpoint(desk.key_path))
 
 
+def readable_entry(desk: Any, who: Any, seq: int) -> Any:
+    """Entry ``seq``, unless it is about a review outside the reader's roles and tools (then 404, as for none)."""
+    if not 0 <= seq < desk.store.size():
+        raise HTTPException(404, f"The log has no entry {seq}.")
+    entry = desk.store.entry(seq)
+    if not visible_entries(desk.scope(who), desk.tool_roles, [entry]):
+        raise HTTPException(404, f"The log has no entry {seq} that you may read.")
+    return entry
+
+
 def _b64(h: bytes) -> str:
     return base64.b64encode(h).decode("ascii")
 
@@ -251,6 +356,7 @@ def inclusion(
     desk: DeskDep, who: ApiReviewer, seq: int, size: Annotated[int | None, Query(ge=1)] = None
 ) -> InclusionOut:
     """RFC 9162 §2.1.3 inclusion proof of entry ``seq`` in the tree of ``size`` (default: now)."""
+    readable_entry(desk, who, seq)
     return inclusion_body(desk, seq, size)
 
 

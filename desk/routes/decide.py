@@ -1,5 +1,13 @@
-"""The three decisions, shared by the pages and the API. Domain rules stay in ``audit``;
-this only records metrics after a decision was written.
+"""The three decisions, and a claim ("I'm on it"), shared by the pages and the API. Domain rules stay
+in ``audit``; this only keeps two desk rules (desk/scope.py) and records metrics after a decision was
+written.
+
+* An ``observer`` whose only role that is reads everything and decides nothing: refused (403)
+  before ``audit`` is asked.
+* A review the reviewer may not see does not exist for them: whatever ``audit`` refuses about it
+  (their role, its being closed already, a signature), they get the same 404 as for an unknown id.
+  A decision ``audit`` records is one the reviewer's role covers, so it is one they may see: the
+  check costs nothing on the path that succeeds.
 
 ``sig`` is the person's own signature on the decision (a passkey's assertion from the page, or
 what an API client sends); the review service checks it against the body it builds.
@@ -7,10 +15,15 @@ what an API client sends); the review service checks it against the body it buil
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from signoff.audit.errors import AuditError, ExecutionMismatch, NotAllowed, UnknownReview
+from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
+
+OBSERVER_REFUSED = "decider: expected a reviewer with a deciding role, found {who} with only the observer role"
 
 
 def _latency(review: Any) -> float | None:
@@ -29,29 +42,94 @@ def _latency(review: Any) -> float | None:
 Sig = dict[str, Any] | None
 
 
+def _decide(desk: Desk, who: SignedIn, review_id: str, kind: str | None, write: Callable[[], Any]) -> Any:
+    """Run ``write`` under the desk's two rules; ``kind`` names the decision for the metrics (None: a claim)."""
+    scope = desk.scope(who)
+    if not scope.deciding_roles:
+        if not scope.observer:
+            raise UnknownReview(review_id)
+        desk.svc.get(review_id)  # an unknown id is still 404
+        raise NotAllowed(OBSERVER_REFUSED.format(who=who.reviewer))
+    try:
+        review = write()
+    except AuditError as exc:
+        if isinstance(exc, UnknownReview):
+            raise
+        try:
+            seen = scope.sees_review(desk.svc.get(review_id))
+        except UnknownReview:
+            seen = False
+        if not seen:
+            raise UnknownReview(review_id) from None
+        raise
+    if kind is not None:
+        # Every decision entry counts; the latency only once the review is decided (the quorum's last approval).
+        final = getattr(review, "status", "pending") != "pending"
+        desk.metrics.decided(kind, _latency(review) if final else None)
+    return review
+
+
+def check_round(desk: Desk, review_id: str, shown: int | None) -> None:
+    """Refuse a decision made on a round the review has left: someone edited the args since the person
+    saw them (a new round of approvals). A signed decision names its round and fails on its own; this
+    also keeps an unsigned one (a log that allows them) from approving args nobody showed."""
+    if shown is None:
+        return
+    review = desk.svc.get(review_id)
+    if review.status == "pending" and review.approvals_needed > 1 and review.round != shown:
+        raise ExecutionMismatch(
+            f"review {review_id}: expected a decision on round {review.round} (it needs "
+            f"{review.approvals_needed} approvals), found round {shown} (the round shown to you)"
+        )
+
+
 def approve(
-    desk: Desk, reviewer: str, review_id: str, rationale: str = "", payload: Any = None, sig: Sig = None
+    desk: Desk,
+    who: SignedIn,
+    review_id: str,
+    rationale: str = "",
+    payload: Any = None,
+    sig: Sig = None,
+    shown_round: int | None = None,
 ) -> Any:
-    r = desk.svc.approve(review_id, reviewer=reviewer, rationale=rationale, payload=payload, sig=sig)
-    desk.metrics.decided("approved", _latency(r))
-    return r
+    def write() -> Any:
+        check_round(desk, review_id, shown_round)
+        return desk.svc.approve(review_id, reviewer=who.reviewer, rationale=rationale, payload=payload, sig=sig)
+
+    return _decide(desk, who, review_id, "approved", write)
 
 
 def edit(
     desk: Desk,
-    reviewer: str,
+    who: SignedIn,
     review_id: str,
     patch: list[Any],
     rationale: str = "",
     payload: Any = None,
     sig: Sig = None,
+    shown_round: int | None = None,
 ) -> Any:
-    r = desk.svc.edit(review_id, reviewer=reviewer, patch=patch, rationale=rationale, payload=payload, sig=sig)
-    desk.metrics.decided("edited", _latency(r))
-    return r
+    def write() -> Any:
+        check_round(desk, review_id, shown_round)
+        return desk.svc.edit(
+            review_id, reviewer=who.reviewer, patch=patch, rationale=rationale, payload=payload, sig=sig
+        )
+
+    return _decide(desk, who, review_id, "edited", write)
 
 
-def reject(desk: Desk, reviewer: str, review_id: str, reason: str, sig: Sig = None) -> Any:
-    r = desk.svc.reject(review_id, reviewer=reviewer, reason=reason, sig=sig)
-    desk.metrics.decided("rejected", _latency(r))
-    return r
+def reject(desk: Desk, who: SignedIn, review_id: str, reason: str, sig: Sig = None) -> Any:
+    return _decide(
+        desk,
+        who,
+        review_id,
+        "rejected",
+        lambda: desk.svc.reject(review_id, reviewer=who.reviewer, reason=reason, sig=sig),
+    )
+
+
+def claim(desk: Desk, who: SignedIn, review_id: str) -> str:
+    """``review.claimed`` for the signed-in reviewer ("I'm on it"); returns the time it lasts until.
+    A claim is advice, not a lock: anyone who may decide still can."""
+    until: str = _decide(desk, who, review_id, None, lambda: desk.svc.claim(review_id, reviewer=who.reviewer))
+    return until

@@ -11,6 +11,7 @@ from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.models import as_json
 from signoff.desk.routes.api import inclusion_body
+from signoff.desk.scope import visible_entries
 from signoff.desk.web import PAGE_SIZE, Refused, me, render
 
 router = APIRouter(include_in_schema=False)
@@ -40,6 +41,8 @@ def log_page(
     )
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
+    next_before = rows[-1].seq if more and rows else None
+    shown = visible_entries(desk.scope(who), desk.tool_roles, rows)
     status = desk.verifier.status()
     rules = desk.rules.status(wait=0.5)
     cp = desk.store.latest_checkpoint()
@@ -50,12 +53,13 @@ def log_page(
             "me": me(desk, who),
             "csrf": who.csrf,
             "nav": "log",
-            "entries": rows,
+            "entries": shown,
+            "hidden": len(rows) - len(shown),
             "size": size,
             "kind": kind,
             "actor": actor,
             "review": review,
-            "next_before": rows[-1].seq if more and rows else None,
+            "next_before": next_before,
             "status": status,
             "rules": rules,
             "checkpoint": as_json(cp) if cp else None,
@@ -76,8 +80,8 @@ def sign_checkpoint(request: Request, desk: DeskDep, who: PageReviewer, form: Cs
 def proof_download(desk: DeskDep, who: PageReviewer, seq: int, size: int | None = None) -> Response:
     """Inclusion proof against the latest checkpoint when it covers ``seq``, else the current tree."""
     current = desk.store.size()
-    if not 0 <= seq < current:
-        raise Refused(404, "No such entry", f"The log has no entry {seq}.")
+    if not 0 <= seq < current or not visible_entries(desk.scope(who), desk.tool_roles, [desk.store.entry(seq)]):
+        raise Refused(404, "No such entry", f"The log has no entry {seq} that you may read.")
     cp = desk.store.latest_checkpoint()
     if size is None:
         size = cp.size if cp is not None and seq < cp.size else current

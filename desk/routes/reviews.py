@@ -1,33 +1,82 @@
-"""The queue, live updates (SSE) and one review with its three decisions.
+"""The queue, live updates (SSE), one review with its three decisions, and what happened after.
 
 A decision form carries the person's passkey assertion over the decision statement the page
 built from what it showed (desk/static/desk.js); it becomes the entry's ``sig``
 (:func:`signoff.desk.passkeys.form_sig`). A log that allows unsigned decisions (the demo's) also
 takes a form without one, from a reviewer who has no key.
+
+A review outside the reader's roles and tools does not exist for them (desk/scope.py): 404.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
 import jsonpatch
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from sqlalchemy import select
+from sqlmodel import col
 from starlette.datastructures import FormData
 
+from signoff.audit.canonical import digest
+from signoff.audit.entry import parse_time
 from signoff.audit.errors import AuditError, UnknownReview
-from signoff.desk import passkeys
+from signoff.audit.tables import ReviewRow
+from signoff.desk import forms, passkeys, queries, quorum
+from signoff.desk import summary as summaries
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.errors import classify
 from signoff.desk.routes import decide
+from signoff.desk.scope import Scope
 from signoff.desk.web import PAGE_SIZE, Refused, me, render
 
 router = APIRouter(include_in_schema=False)
+
+NO_SUCH_REVIEW = "There is no review with this id that you may see."
+
+
+# -- the queue ----------------------------------------------------------------------------------
+
+
+def _queue_ctx(desk: Desk, who: SignedIn, scope: Scope) -> dict[str, Any]:
+    def stalled() -> int:
+        return sum(1 for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review))
+
+    return {
+        "recent": recent_items(desk, scope),
+        # "Not yet run" depends on the clock anyway: counted again every 10 s at most (sooner when
+        # the desk calls a call stalled sooner).
+        "stalled": desk.cache.read_for(("stalled", scope), min(10.0, desk.stalled_after), stalled),
+        **suggestions(desk, scope),
+        "scope": scope,
+    }
+
+
+def suggestions(desk: Desk, scope: Scope) -> dict[str, list[str]]:
+    """The tool and agent names a filter suggests (at most a minute old)."""
+    visible = desk.visible(scope)
+    return {
+        "tools": sorted(t for t, roles in desk.tool_roles.refresh().items() if scope.sees(t, roles)),
+        "agents": desk.cache.read_for(("agents", scope), 60.0, lambda: queries.distinct(desk.store, "agent", visible)),
+    }
+
+
+def recent_items(desk: Desk, scope: Scope) -> list[dict[str, Any]]:
+    """The "Just decided" panel: the latest decisions the reader sees, and what happened after each."""
+
+    def load() -> list[dict[str, Any]]:
+        items = queries.recent(desk.store, desk.visible(scope))
+        done = queries.outcomes(desk.store, items)
+        return [{"item": i, "outcome": done.get(i.id, queries.Outcome())} for i in items]
+
+    return desk.cache.read(("recent", scope), load)
 
 
 @router.get("/queue")
@@ -37,14 +86,29 @@ def queue(
     who: PageReviewer,
     tool: str = "",
     agent: str = "",
+    sort: str = "oldest",
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
+    size = desk.store.size()  # before reading: the page's live updates start from here
+    scope = desk.scope(who)
+    sort = sort if sort in queries.SORTS else "oldest"
     t, a = tool.strip() or None, agent.strip() or None
-    items, total = desk.cache.pending(desk.svc, tool=t, agent=a, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+
+    def load(page: int) -> tuple[list[queries.Listed], int, dict[str, queries.FrontierInfo]]:
+        items, total = queries.pending(
+            desk.store, desk.visible(scope), tool=t, agent=a, sort=sort, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE
+        )
+        return items, total, queries.frontiers(desk.store, (i.review.frontier for i in items))
+
+    items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
     pages = max(1, (total + PAGE_SIZE - 1) // PAGE_SIZE)
     if page > pages:
         page = pages
-        items, total = desk.cache.pending(desk.svc, tool=t, agent=a, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+        items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
+    coord = {
+        i.id: {"progress": quorum.progress(i.review, who.reviewer), "claim": quorum.active_claim(i.review, who.reviewer)}
+        for i in items
+    }
     return render(
         request,
         "queue.html",
@@ -52,28 +116,77 @@ def queue(
             "me": me(desk, who),
             "csrf": who.csrf,
             "nav": "queue",
+            "coord": coord,
+            "groups": queries.grouped(items, info),
             "items": items,
             "total": total,
             "page": page,
             "pages": pages,
             "tool": tool,
             "agent": agent,
+            "sort": sort,
             "page_size": PAGE_SIZE,
-            "first": page == 1,
+            "log_size": size,
+            **_queue_ctx(desk, who, scope),
         },
     )
 
 
+@router.get("/queue/recent")
+def queue_recent(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResponse:
+    """The "Just decided" panel alone, for the queue page to refresh live."""
+    return render(request, "_recent.html", {"recent": recent_items(desk, desk.scope(who))})
+
+
 @router.get("/events")
-async def events(request: Request, desk: DeskDep, who: PageReviewer) -> StreamingResponse:
+async def events(
+    request: Request, desk: DeskDep, who: PageReviewer, after: Annotated[int | None, Query(ge=0)] = None
+) -> StreamingResponse:
+    """Live updates for this reviewer (desk/sse.py); ``after``: the log size the page was rendered at."""
+    scope = desk.scope(who)
+
+    def alive() -> bool:
+        info = desk.svc.reviewer(who.reviewer)
+        return info is not None and info.enabled and desk.accounts.session_alive(who.session)
+
     return StreamingResponse(
-        desk.broker.stream(),
+        desk.broker.stream(scope=scope, session=who.session, alive=alive, after=after),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
+# -- approved, not yet run ------------------------------------------------------------------------
+
+
+@router.get("/stalled")
+def stalled_page(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResponse:
+    """Approved calls whose run was resumed but whose tool has not run (``ReviewService.stalled``)."""
+    scope = desk.scope(who)
+    found = [s for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review)]
+    rows = [
+        {"review": s.review, "summary": summaries.of_call(s.review.call), "claim": s.claim, "since": s.claim.at}
+        for s in found
+    ]
+    return render(
+        request,
+        "stalled.html",
+        {"me": me(desk, who), "csrf": who.csrf, "nav": "stalled", "rows": rows, "after": int(desk.stalled_after)},
+    )
+
+
 # -- one review ---------------------------------------------------------------------------
+
+
+def visible_review(desk: Desk, who: SignedIn, review_id: str) -> Any:
+    """The review, if this reviewer may see it; else the same 404 as for no review at all."""
+    try:
+        review = desk.svc.get(review_id)
+    except UnknownReview:
+        raise Refused(404, "No such review", NO_SUCH_REVIEW) from None
+    if not desk.scope(who).sees_review(review):
+        raise Refused(404, "No such review", NO_SUCH_REVIEW)
+    return review
 
 
 def _signing(request: Request, desk: Desk, who: SignedIn) -> dict[str, Any]:
@@ -92,43 +205,134 @@ def _signing(request: Request, desk: Desk, who: SignedIn) -> dict[str, Any]:
     }
 
 
+def _neighbours(desk: Desk, scope: Scope, review: Any) -> tuple[str | None, str | None]:
+    """The previous and next pending review in queue order that this reviewer sees (keyboard j/k)."""
+    visible = desk.visible(scope)
+    base = [col(ReviewRow.log) == desk.store.log_id, col(ReviewRow.status) == "pending", visible]
+    seq = col(ReviewRow.opened_seq)
+    with desk.store.read_engine.connect() as conn:
+        prev = conn.execute(
+            select(col(ReviewRow.id)).where(*base, seq < review.opened_seq).order_by(seq.desc()).limit(1)
+        ).first()
+        nxt = conn.execute(
+            select(col(ReviewRow.id)).where(*base, seq > review.opened_seq).order_by(seq).limit(1)
+        ).first()
+        if nxt is None and review.status != "pending":
+            nxt = conn.execute(select(col(ReviewRow.id)).where(*base).order_by(seq).limit(1)).first()
+    return (str(prev[0]) if prev else None), (str(nxt[0]) if nxt else None)
+
+
+def outcome_ctx(desk: Desk, review: Any, entries: list[Any], open_siblings: int = 0) -> dict[str, Any]:
+    """What the outcome card shows: the decision, the run, the tool's run and result, the reply."""
+    outcome = queries.outcome_of(entries, review)
+    stalled_for = None
+    if review.status in ("approved", "edited", "auto_approved") and outcome.resumed_at and not outcome.executed_seq:
+        waited = (datetime.now(UTC) - parse_time(outcome.resumed_at)).total_seconds()
+        if waited >= desk.stalled_after:
+            stalled_for = int(waited)
+    runnable = review.status in ("approved", "edited", "auto_approved")
+    final_args = review.final_args if review.final_args is not None else (review.call.args if runnable else None)
+    decision = next((e for e in entries if e.seq == review.decision_seq), None)
+    sig = decision.sig if decision is not None else None
+    return {
+        "r": review,
+        "call": review.call,
+        "timeline": entries,
+        "arg_names": summaries.ordered(final_args, review.call.tool_schema) if final_args is not None else [],
+        "outcome": outcome,
+        "runnable": runnable,
+        "final_args": final_args,
+        "stalled_for": stalled_for,
+        "open_siblings": open_siblings,
+        "decision_sig": sig,
+        "signed_by": {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str(sig.get("alg"))) if sig else None,
+    }
+
+
+def progress_ctx(desk: Desk, who: SignedIn, review: Any, entries: list[Any]) -> dict[str, Any]:
+    """Quorum, claim and escalation, for the review page and its live fragment (desk/quorum.py)."""
+    reviewers = desk.cache.read(("reviewers",), desk.svc.reviewers) if review.status == "pending" else None
+    progress = quorum.progress(review, who.reviewer, reviewers)
+    by_seq = {e.seq: e for e in entries}
+    first = by_seq.get(review.approvals[0][1]) if review.approvals else None
+    mine = next((by_seq.get(seq) for by, seq in review.approvals if by == who.reviewer), None)
+    edit = first if review.round and first is not None and first.kind == "review.edited" else None
+    return {
+        "progress": progress,
+        "claim": quorum.active_claim(review, who.reviewer),
+        "may_claim": desk.scope(who).may_decide(review),
+        # A round's later approvals must give its first one's answer (audit.rules.decide).
+        "round_answer": first.body.get("payload") if first is not None else None,
+        "round_edit": edit,
+        "my_approval": mine,
+        "my_approval_by": {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str((mine.sig or {}).get("alg")))
+        if mine is not None
+        else None,
+    }
+
+
 def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> dict[str, Any]:
+    scope = desk.scope(who)
+
     def load() -> tuple[Any, list[Any], list[Any]]:
         review = desk.svc.get(review_id)
         frontier = desk.svc.frontier(review.frontier)
-        return review, [r for r in frontier.reviews if r.id != review.id], desk.svc.history(review.id)
+        return review, [r for r in frontier.reviews if r.id != review.id], queries.timeline(desk.store, review)
 
     try:
-        review, others, history = desk.cache.read(("review", review_id), load)
+        review, others, entries = desk.cache.read(("review", review_id), load)
     except UnknownReview:
-        raise Refused(404, "No such review", "There is no review with this id.") from None
-    can = desk.svc.can_decide(who.reviewer, review)
+        raise Refused(404, "No such review", NO_SUCH_REVIEW) from None
+    if not scope.sees_review(review):
+        raise Refused(404, "No such review", NO_SUCH_REVIEW)
+    progress = progress_ctx(desk, who, review, entries)
+    answer = progress["round_answer"] if progress["progress"].approved_by else review.call.payload
+    can = scope.may_decide(review)
     call = review.call
     signing = _signing(request, desk, who)
-    decision = next((e for e in history if e.seq == review.decision_seq), None)
-    sig = decision.sig if decision is not None else None
+    prev_id, next_id = _neighbours(desk, scope, review)
+    args = quorum.round_args(review)  # what the current round approves: what will run, and what is signed
+    summary = summaries.of_call(quorum.round_call(review))
     return {
         "me": me(desk, who),
         "csrf": who.csrf,
         "nav": "queue",
         "r": review,
         "call": call,
-        "others": others,
+        "summary": summary,
+        "others": [(o, summaries.of_call(o.call)) for o in others if scope.sees_review(o)],
+        "hidden_others": sum(1 for o in others if not scope.sees_review(o)),
         "can_decide": can,
-        "history": history,
+        "call_args": summaries.ordered(call.args, call.tool_schema),
+        "observer": scope.observer and not can and review.status == "pending",
+        "timeline": entries,
         "signing": signing,
-        "decision_sig": sig,
-        "signed_by": {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str(sig.get("alg"))) if sig else None,
+        "args": args,
+        "round_digest": digest(args),
+        "answer": answer,
+        "round_arg_names": summaries.ordered(args, call.tool_schema),
+        "arg_fields": forms.arg_fields(call.tool_schema, args),
+        "payload_fields": forms.payload_fields(answer),
+        "prev_id": prev_id,
+        "next_id": next_id,
+        **outcome_ctx(desk, review, entries, sum(1 for o in others if o.status == "pending")),
+        **progress,
         # The page signs what it shows: these args, on this log, as this reviewer (desk.js builds the
-        # decision body exactly as signoff.audit.decision does).
+        # decision body exactly as signoff.audit.decision does: on a review that needs several people,
+        # the current round's args and its number).
         "data": {
             "id": review.id,
-            "args": call.args,
+            "frontier": review.frontier,
+            "args": args,
+            "round": quorum.signed_round(review),
             "schema": call.tool_schema,
-            "payload": call.payload,
+            "payload": answer,
             "deadline": review.deadline.isoformat() if review.deadline else None,
             "log": desk.store.log_id,
             "actor": who.reviewer,
+            "status": review.status,
+            "prev": prev_id,
+            "next": next_id,
             "sign": {"must": signing["must"], "rp_id": signing["rp_id"], "passkeys": signing["passkeys"]},
         },
     }
@@ -136,18 +340,62 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
 
 @router.get("/reviews/{review_id}")
 def review_page(request: Request, desk: DeskDep, who: PageReviewer, review_id: str, done: str = "") -> HTMLResponse:
+    size = desk.store.size()  # before reading: the page's live updates start from here
     ctx = _review_ctx(request, desk, who, review_id)
+    ctx["log_size"] = size
     ctx["done"] = done
     return render(request, "review.html", ctx)
+
+
+@router.get("/reviews/{review_id}/outcome")
+def review_outcome(request: Request, desk: DeskDep, who: PageReviewer, review_id: str) -> HTMLResponse:
+    """The outcome and timeline cards alone, for the review page to refresh live (resumed, ran, replied)."""
+    review = visible_review(desk, who, review_id)
+    entries = queries.timeline(desk.store, review)
+    siblings = sum(1 for o in desk.svc.frontier(review.frontier).reviews if o.id != review.id and o.status == "pending")
+    return render(request, "_live.html", {"me": me(desk, who), **outcome_ctx(desk, review, entries, siblings)})
+
+
+@router.get("/reviews/{review_id}/progress")
+def review_progress(request: Request, desk: DeskDep, who: PageReviewer, review_id: str) -> HTMLResponse:
+    """The approvals, claim and escalation card alone, for the review page to refresh live."""
+    review = visible_review(desk, who, review_id)
+    entries = queries.timeline(desk.store, review)
+    ctx = {"me": me(desk, who), "csrf": who.csrf, "r": review, **progress_ctx(desk, who, review, entries)}
+    ctx["can_decide"] = ctx["may_claim"]
+    return render(request, "_progress.html", ctx)
+
+
+@router.post("/reviews/{review_id}/claim")
+def claim(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
+    """"I'm on it": a claim the others see until it lapses. It never stops anyone deciding."""
+    try:
+        decide.claim(desk, who, review_id)
+    except AuditError as exc:
+        return _decision_failed(request, desk, who, review_id, exc, FormData())
+    return RedirectResponse(f"/reviews/{quote(review_id)}#progress", status_code=303)
 
 
 def _decision_failed(
     request: Request, desk: Desk, who: SignedIn, review_id: str, exc: Exception, form: FormData
 ) -> HTMLResponse:
     status, summary = classify(exc)
-    ctx = _review_ctx(request, desk, who, review_id)
-    ctx.update({"error": summary, "error_detail": str(exc), "form": dict(form)})
+    ctx = _review_ctx(request, desk, who, review_id)  # 404 when the review is not theirs to see
+    ctx.update({"error": summary, "error_detail": str(exc), "form": _shown(ctx["args"], form)})
     return render(request, "review.html", ctx, status)
+
+
+def _shown(args: dict[str, Any], form: FormData) -> dict[str, Any]:
+    """The refused form as it was, to show again; the page's script sends the patch without the whole
+    args (desk.js ``lighten``), so they are rebuilt from it when it applies."""
+    shown: dict[str, Any] = dict(form)
+    if not shown.get("args") and shown.get("patch"):
+        try:
+            edited = jsonpatch.apply_patch(args, json.loads(str(shown["patch"])))
+            shown["args"] = json.dumps(edited, indent=2, ensure_ascii=False, sort_keys=True)
+        except (ValueError, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError):
+            pass
+    return shown
 
 
 def _text(form: FormData, name: str) -> str:
@@ -158,6 +406,16 @@ def _text(form: FormData, name: str) -> str:
 
 def _sig(desk: Desk, who: SignedIn, form: FormData) -> dict[str, Any] | None:
     return passkeys.form_sig(desk.svc.keys(who.reviewer), form)
+
+
+def _round(form: FormData) -> int | None:
+    """The round of approvals the page showed (a hidden field on a review that needs several people)."""
+    raw = str(form.get("round", "") or "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ValueError(f"round: expected the round number the page showed, found {raw[:20]!r}")
+    return int(raw)
 
 
 def _json_field(form: FormData, name: str) -> Any:
@@ -172,7 +430,7 @@ def approve(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, 
     try:
         payload = _json_field(form, "payload")
         sig = _sig(desk, who, form)
-        decide.approve(desk, who.reviewer, review_id, _text(form, "rationale"), payload, sig)
+        decide.approve(desk, who, review_id, _text(form, "rationale"), payload, sig, shown_round=_round(form))
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     except ValueError as exc:
@@ -190,10 +448,20 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
             new_args = _json_field(form, "args")
             if not isinstance(new_args, dict):
                 raise ValueError("the edited args must be a JSON object")
-            patch = jsonpatch.make_patch(desk.svc.get(review_id).call.args, new_args).patch
+            # On the args of the round the page showed (a stale round is refused below, before any write).
+            patch = jsonpatch.make_patch(quorum.round_args(visible_review(desk, who, review_id)), new_args).patch
         if not isinstance(patch, list):
             raise ValueError("the patch must be a JSON array (RFC 6902)")
-        decide.edit(desk, who.reviewer, review_id, patch, _text(form, "rationale"), payload, _sig(desk, who, form))
+        decide.edit(
+            desk,
+            who,
+            review_id,
+            patch,
+            _text(form, "rationale"),
+            payload,
+            _sig(desk, who, form),
+            shown_round=_round(form),
+        )
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     except ValueError as exc:
@@ -204,7 +472,7 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
 @router.post("/reviews/{review_id}/reject")
 def reject(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
     try:
-        decide.reject(desk, who.reviewer, review_id, _text(form, "reason"), _sig(desk, who, form))
+        decide.reject(desk, who, review_id, _text(form, "reason"), _sig(desk, who, form))
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     return RedirectResponse(f"/reviews/{quote(review_id)}?done=rejected", status_code=303)
@@ -214,5 +482,11 @@ def _bad_json(
     request: Request, desk: Desk, who: SignedIn, review_id: str, form: FormData, exc: Exception
 ) -> HTMLResponse:
     ctx = _review_ctx(request, desk, who, review_id)
-    ctx.update({"error": "That is not valid JSON; nothing was recorded.", "error_detail": str(exc), "form": dict(form)})
+    ctx.update(
+        {
+            "error": "That is not valid JSON; nothing was recorded.",
+            "error_detail": str(exc),
+            "form": _shown(ctx["args"], form),
+        }
+    )
     return render(request, "review.html", ctx, 422)

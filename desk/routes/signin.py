@@ -12,13 +12,15 @@ from starlette.concurrency import run_in_threadpool
 
 from signoff.audit.errors import AuditError
 from signoff.desk import passkeys
-from signoff.desk.auth import SignedIn, SignInRefused
+from signoff.desk.auth import SignedIn, SignInRefused, token_hash
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm, CsrfReviewer, check_sign_in_form
 from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, PageReviewer
 from signoff.desk.web import me, render, safe_next, secure_cookies
 
 router = APIRouter(include_in_schema=False)
+
+THROTTLED = "Too many failed sign-ins. Wait {seconds} seconds, then try again."
 
 
 @router.get("/")
@@ -62,10 +64,22 @@ async def signin(request: Request, desk: DeskDep) -> Response:
     password = str(form.get("password", ""))
     nxt = str(form.get("next", "/queue"))
     reviewer = "human:" + email
+    ip = request.client.host if request.client else ""
+    throttle = desk.throttle
+    wait = await run_in_threadpool(throttle.check, ip, reviewer)
+    if wait is not None:
+        # Refused without looking at the password: a throttled guess costs nothing and says nothing.
+        page = _signin_page(
+            request, desk, error=THROTTLED.format(seconds=wait.seconds), status=429, email=email, nxt=nxt
+        )
+        page.headers["Retry-After"] = str(wait.seconds)
+        return page
     try:
         await run_in_threadpool(desk.accounts.authenticate, reviewer, password)
     except SignInRefused as exc:
-        return _signin_page(request, desk, error=str(exc), status=429 if exc.locked else 401, email=email, nxt=nxt)
+        await run_in_threadpool(throttle.failed, ip, reviewer)
+        return _signin_page(request, desk, error=str(exc), status=401, email=email, nxt=nxt)
+    await run_in_threadpool(throttle.succeeded, reviewer)
     info = desk.svc.reviewer(reviewer)
     if info is None or not info.enabled:
         return _signin_page(
@@ -118,6 +132,7 @@ def signout(request: Request, desk: DeskDep, form: CsrfForm) -> Response:
     token = request.cookies.get(SESSION_COOKIE)
     if token:
         desk.accounts.close_session(token)
+        desk.broker.end(session=token_hash(token))  # this tab's live updates end now, not at the next check
     resp = RedirectResponse("/signin", status_code=303)
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp

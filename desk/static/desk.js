@@ -1,6 +1,7 @@
-// Signoff desk: countdowns, live queue (SSE), the args editor with an RFC 6902 patch preview,
-// a before/after diff and a parameter-schema check, passkey registration, and each decision
-// signed with the reviewer's passkey over what this page shows (RFC 8785 + WebCrypto SHA-256).
+// Signoff desk: countdowns, the live queue and live outcomes (SSE), the args editor (a form from
+// the tool's schema over a JSON editor) with an RFC 6902 patch preview, a before/after diff and a
+// parameter-schema check, keyboard shortcuts, passkey registration, and each decision signed with
+// the reviewer's passkey over what this page shows (RFC 8785 + WebCrypto SHA-256).
 // No dependencies. Everything that came from an agent is inserted with textContent, never innerHTML.
 "use strict";
 
@@ -29,22 +30,103 @@
   document.addEventListener("DOMContentLoaded", tick);
 
   // -- live updates ----------------------------------------------------------------------
+  // One EventSource per page; "bye" means the server ended this stream (signed out, disabled,
+  // roles changed): stop, and say so, rather than reconnect.
   function connect(handlers) {
-    if (!window.EventSource) return;
-    var es = new EventSource("/events");
+    if (!window.EventSource) return null;
+    // From the log size this page was rendered at: nothing that happened since is missed.
+    var size = document.body.dataset.logSize;
+    var es = new EventSource("/events" + (size ? "?after=" + encodeURIComponent(size) : ""));
     var live = document.getElementById("live");
     es.addEventListener("hello", function () { if (live) { live.dataset.state = "live"; live.textContent = "live"; } });
-    es.onerror = function () { if (live) { live.dataset.state = "connecting"; live.textContent = "reconnecting…"; } };
-    Object.keys(handlers).forEach(function (name) {
-      es.addEventListener(name, function (ev) { handlers[name](JSON.parse(ev.data)); });
+    es.onerror = function () { if (live && es.readyState !== 2) { live.dataset.state = "connecting"; live.textContent = "reconnecting…"; } };
+    es.addEventListener("bye", function (ev) {
+      es.close();
+      var why = "";
+      try { why = JSON.parse(ev.data).reason || ""; } catch (e) { /* no reason */ }
+      if (live) { live.dataset.state = "ended"; live.textContent = "live updates ended (" + (why || "signed out") + ")"; }
+      var box = document.getElementById("stream-ended");
+      if (box) { box.hidden = false; box.textContent = "Live updates ended: " + (why || "signed out") + ". Reload the page (you may need to sign in again)."; }
+      document.body.dataset.stream = "ended";
     });
+    var last = -1;  // a reconnect replays from the page's size: each entry's event is handled once
+    Object.keys(handlers).forEach(function (name) {
+      es.addEventListener(name, function (ev) {
+        var data = JSON.parse(ev.data);
+        if (typeof data.seq === "number") { if (data.seq <= last) return; last = data.seq; }
+        handlers[name](data);
+      });
+    });
+    document.body.dataset.stream = "open";
+    return es;
   }
 
-  function cell(text, cls) {
-    var td = document.createElement("td");
-    if (cls) td.className = cls;
-    if (text !== undefined) td.textContent = text;
-    return td;
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function cell(text, cls) { return el("td", cls, text); }
+  function cut(text, n) {
+    text = String(text || "").replace(/\s+/g, " ").trim();
+    return text.length <= n ? text : text.slice(0, n - 1).replace(/[ ,;:]+$/, "") + "…";
+  }
+
+  // Replace elements with the same-id elements of a server-rendered fragment (escaped by the
+  // server's templates; parsed inert by DOMParser, then adopted).
+  function refresh(ids, url) {
+    ids = [].concat(ids);
+    if (!ids.some(function (id) { return document.getElementById(id); })) return Promise.resolve();
+    return fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } }).then(function (r) {
+      if (!r.ok) return;
+      return r.text().then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        ids.forEach(function (id) {
+          var fresh = doc.getElementById(id), current = document.getElementById(id);
+          if (fresh && current) current.replaceWith(document.importNode(fresh, true));
+        });
+        tick();
+        document.body.dataset.refreshed = String(Date.now());
+      });
+    }).catch(function () { /* the next event tries again */ });
+  }
+
+  function queueRow(ev) {
+    var tr = document.createElement("tr");
+    tr.dataset.review = ev.review;
+    tr.dataset.frontier = ev.frontier || "";
+    tr.className = "fresh";
+    var what = cell(undefined, "what");
+    var a = el("a", "headline");
+    a.href = "/reviews/" + encodeURIComponent(ev.review);
+    a.appendChild(el("span", "agent", ev.agent || "The agent"));
+    a.appendChild(document.createTextNode(" wants to "));
+    a.appendChild(el("strong", "tool", ev.tool));
+    if (ev.lead) { a.appendChild(document.createTextNode(": ")); a.appendChild(el("span", "lead", cut(ev.lead, 120))); }
+    what.appendChild(a);
+    var others = ev.other_args || [];
+    if (others.length || ev.more) {
+      var keys = el("div", "keys");
+      others.forEach(function (k) {
+        var span = el("span", "key"); span.title = k.name + ": " + k.full;
+        span.appendChild(el("span", "k", k.name)); span.appendChild(document.createTextNode(k.text));
+        keys.appendChild(span);
+      });
+      if (ev.more) keys.appendChild(el("span", "key more", "+" + ev.more + " more"));
+      what.appendChild(keys);
+    }
+    if (ev.question) what.appendChild(el("div", "asks", "Asks you: " + cut(ev.question, 140)));
+    tr.appendChild(what);
+    var since = cell(undefined, "since"); var s = el("span");
+    s.setAttribute("data-since", ev.opened_at); since.appendChild(s); tr.appendChild(since);
+    var dl = cell();
+    if (ev.deadline) { var d = el("span", "deadline"); d.setAttribute("data-deadline", ev.deadline); dl.appendChild(d); }
+    else dl.appendChild(el("span", "muted", "none"));
+    tr.appendChild(dl);
+    var go = cell(undefined, "go"); var b = el("a", "button small", "Review");
+    b.href = a.href; go.appendChild(b); tr.appendChild(go);
+    return tr;
   }
 
   function setupQueue() {
@@ -54,45 +136,82 @@
     var count = document.getElementById("pending-count");
     var empty = document.getElementById("queue-empty");
     var wantTool = table.dataset.tool, wantAgent = table.dataset.agent;
+    var byDeadline = table.dataset.sort === "deadline";
     var onLast = table.dataset.last === "yes";
     var pageSize = parseInt(table.dataset.pageSize, 10) || 50;
+    function rows() { return body.querySelectorAll("tr[data-review]"); }
     function bump(d) { count.textContent = String(Math.max(0, parseInt(count.textContent, 10) + d)); }
-    function refreshEmpty() { empty.hidden = body.children.length > 0; }
+    function refreshEmpty() { empty.hidden = rows().length > 0; }
+    var pending = null;
+    function recent() {  // coalesce a burst of events into one refresh
+      if (pending) return;
+      pending = setTimeout(function () { pending = null; refresh("recent", "/queue/recent"); }, 150);
+    }
+    function when(tr) {
+      var d = tr.querySelector("[data-deadline]");
+      return d ? Date.parse(d.getAttribute("data-deadline")) : Infinity;
+    }
+    function place(tr, ev) {
+      var same = body.querySelectorAll('tr[data-frontier="' + CSS.escape(ev.frontier || "") + '"]');
+      if (same.length) {  // a call of a frontier already listed joins its group
+        var last = same[same.length - 1];
+        last.after(tr);
+        tr.classList.add("grouped");
+        same[0].classList.add("grouped");
+        var head = body.querySelector('tr.group-head[data-group="' + CSS.escape(ev.frontier) + '"]');
+        if (!head) {
+          head = el("tr", "group-head"); head.dataset.group = ev.frontier;
+          var td = el("td"); td.colSpan = 4;
+          td.appendChild(el("strong", "", "Paused together"));
+          td.appendChild(document.createTextNode(" · "));
+          td.appendChild(el("span", "group-size", "2"));
+          td.appendChild(document.createTextNode(" calls, "));
+          td.appendChild(el("span", "group-open", "2"));
+          td.appendChild(document.createTextNode(" still open. The agent continues once every one is decided."));
+          head.appendChild(td);
+          same[0].before(head);
+        } else {
+          ["group-size", "group-open"].forEach(function (c) {
+            var n = head.querySelector("." + c); n.textContent = String(parseInt(n.textContent, 10) + 1);
+          });
+        }
+        return true;
+      }
+      if (byDeadline) {
+        var mine = ev.deadline ? Date.parse(ev.deadline) : Infinity;
+        var later = Array.prototype.find.call(rows(), function (r) { return when(r) > mine; });
+        if (later) { (later.previousElementSibling && later.previousElementSibling.classList.contains("group-head") ? later.previousElementSibling : later).before(tr); return true; }
+      }
+      if (!onLast || rows().length >= pageSize) return false;
+      body.appendChild(tr);
+      return true;
+    }
     connect({
       opened: function (ev) {
         if ((wantTool && ev.tool !== wantTool) || (wantAgent && ev.agent !== wantAgent)) return;
         if (body.querySelector('tr[data-review="' + CSS.escape(ev.review) + '"]')) return;
         bump(1);
-        if (!onLast || body.children.length >= pageSize) return;
-        var tr = document.createElement("tr");
-        tr.dataset.review = ev.review;
-        tr.className = "fresh";
-        var tool = cell(undefined, "tool");
-        var a = document.createElement("a");
-        a.href = "/reviews/" + encodeURIComponent(ev.review);
-        a.textContent = ev.tool;
-        tool.appendChild(a);
-        tr.appendChild(tool);
-        tr.appendChild(cell(ev.agent || "—"));
-        var since = cell(); var s = document.createElement("span");
-        s.setAttribute("data-since", ev.opened_at); since.appendChild(s); tr.appendChild(since);
-        var dl = cell();
-        if (ev.deadline) { var d = document.createElement("span"); d.className = "deadline"; d.setAttribute("data-deadline", ev.deadline); dl.appendChild(d); }
-        else { var n = document.createElement("span"); n.className = "muted"; n.textContent = "none"; dl.appendChild(n); }
-        tr.appendChild(dl);
-        tr.appendChild(cell((ev.frontier || "").slice(0, 8), "mono muted"));
-        var go = cell(undefined, "go"); var b = document.createElement("a");
-        b.className = "button small"; b.href = a.href; b.textContent = "Review"; go.appendChild(b); tr.appendChild(go);
-        body.appendChild(tr);
-        refreshEmpty();
-        tick();
+        if (place(queueRow(ev), ev)) { refreshEmpty(); tick(); }
       },
       closed: function (ev) {
         var tr = body.querySelector('tr[data-review="' + CSS.escape(ev.review) + '"]');
-        if (tr) { tr.remove(); bump(-1); refreshEmpty(); }
-        else if (!wantTool && !wantAgent) bump(-1);
-      }
+        if (tr) {
+          var frontier = tr.dataset.frontier;
+          tr.remove(); bump(-1); refreshEmpty();
+          var head = body.querySelector('tr.group-head[data-group="' + CSS.escape(frontier) + '"]');
+          if (head) {
+            var open = head.querySelector(".group-open");
+            open.textContent = String(Math.max(0, parseInt(open.textContent, 10) - 1));
+            if (!body.querySelector('tr[data-frontier="' + CSS.escape(frontier) + '"]')) head.remove();
+          }
+        } else if (!wantTool && !wantAgent) bump(-1);
+        recent();
+      },
+      resumed: recent,
+      executed: recent,
+      replied: recent
     });
+    keysForQueue(body);
   }
 
   // -- review page -----------------------------------------------------------------------
@@ -187,21 +306,27 @@
     var dataEl = document.getElementById("review-data");
     if (!dataEl) return;
     var data = JSON.parse(dataEl.textContent);
+    // A form field that does not read (not a number, bad JSON) stops the decision before it is
+    // signed or sent: the JSON behind the form would not be what the person sees.
+    document.addEventListener("submit", function (ev) {
+      var form = ev.target;
+      if (!form.classList || !form.classList.contains("decision")) return;
+      var bad = form.querySelector('[data-editor][data-mode="form"] [data-json] textarea[data-field-errors="yes"]');
+      if (!bad) return;
+      ev.preventDefault();
+      ev.stopImmediatePropagation();
+      say(document.getElementById("sign-status"), "Fix the fields marked ✗ first. Nothing was sent.", "bad");
+    }, true);
     setupSigning(data);
 
     document.querySelectorAll(".tab").forEach(function (tab) {
-      tab.addEventListener("click", function () {
-        document.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("on", t === tab); });
-        document.querySelectorAll(".pane").forEach(function (p) { p.hidden = p.dataset.pane !== tab.dataset.tab; });
-      });
+      tab.addEventListener("click", function () { openPane(tab.dataset.tab); });
     });
     // After a failed edit, open the pane the person was using.
     var err = document.getElementById("decision-error");
     if (err && document.getElementById("edit-form")) {
       var editor0 = document.getElementById("args-editor");
-      if (editor0 && !equal(safeParse(editor0.value), data.args)) {
-        var t = document.querySelector('.tab[data-tab="edit"]'); if (t) t.click();
-      }
+      if (editor0 && !equal(safeParse(editor0.value), data.args)) openPane("edit");
     }
 
     var editor = document.getElementById("args-editor");
@@ -215,53 +340,289 @@
       var update = function () {
         var parsed;
         checks.textContent = "";
+        var fieldErrors = editor.dataset.fieldErrors === "yes";
         try { parsed = JSON.parse(editor.value); }
         catch (e) {
-          var li = document.createElement("div"); li.className = "bad"; li.textContent = "Not valid JSON: " + e.message;
+          var li = el("div", "bad", "Not valid JSON: " + e.message);
           checks.appendChild(li); btn.disabled = true; patchField.value = ""; return;
         }
         if (!isObj(parsed)) {
-          var nb = document.createElement("div"); nb.className = "bad"; nb.textContent = "The args must be a JSON object.";
-          checks.appendChild(nb); btn.disabled = true; patchField.value = ""; return;
+          checks.appendChild(el("div", "bad", "The args must be a JSON object."));
+          btn.disabled = true; patchField.value = ""; return;
         }
         var patch = diffPatch(data.args, parsed, "", []);
         patchField.value = JSON.stringify(patch);
         patchView.textContent = JSON.stringify(patch, null, 2);
         diffView.textContent = "";
         if (!patch.length) {
-          var s = document.createElement("span"); s.className = "muted"; s.textContent = "No changes yet."; diffView.appendChild(s);
+          diffView.appendChild(el("span", "muted", "No changes yet."));
         } else {
           var d = lineDiff(before, JSON.stringify(canon(parsed), null, 2));
           (d || []).forEach(function (line) {
-            var sp = document.createElement("span");
-            sp.className = line[0] === "+" ? "add" : line[0] === "-" ? "del" : "same";
-            sp.textContent = line[0] + " " + line[1];
-            diffView.appendChild(sp);
+            diffView.appendChild(el("span", line[0] === "+" ? "add" : line[0] === "-" ? "del" : "same", line[0] + " " + line[1]));
           });
         }
         var errs = data.schema ? check(data.schema, parsed, "", []) : [];
         if (errs.length) {
-          errs.forEach(function (m) { var e = document.createElement("div"); e.className = "bad"; e.textContent = "✗ " + m; checks.appendChild(e); });
+          errs.forEach(function (m) { checks.appendChild(el("div", "bad", "✗ " + m)); });
         } else {
-          var ok = document.createElement("div"); ok.className = "ok";
-          ok.textContent = data.schema ? "✓ Matches the tool's parameters." : "No parameter schema was given for this tool; the server checks what it can.";
-          checks.appendChild(ok);
+          checks.appendChild(el("div", "ok", data.schema ? "✓ Matches the tool's parameters." : "No parameter schema was given for this tool; the server checks what it can."));
         }
-        btn.disabled = errs.length > 0 || patch.length === 0;
+        btn.disabled = fieldErrors || errs.length > 0 || patch.length === 0;
       };
       editor.addEventListener("input", update);
       update();
     }
+    document.querySelectorAll("[data-editor]").forEach(function (box) {
+      var name = box.dataset.editor;
+      setupEditor(box, name === "args" ? data.args : data.payload);
+    });
 
-    // Someone else decided while this page was open.
+    // Live: someone else decided while this page was open; and after a decision, what happened next.
+    var pending = null;
+    function outcome() {
+      if (pending) return;
+      pending = setTimeout(function () {
+        pending = null;
+        refresh(["outcome", "timeline-card"], "/reviews/" + encodeURIComponent(data.id) + "/outcome");
+      }, 100);
+    }
     connect({
       closed: function (ev) {
-        if (ev.review !== data.id || document.getElementById("decision-done")) return;
+        if (ev.review !== data.id) { if (document.getElementById("outcome")) outcome(); return; }
+        if (document.getElementById("decision-done") || document.getElementById("outcome")) { outcome(); return; }
         var box = document.getElementById("closed-live");
         box.hidden = false;
-        box.textContent = "This review was just " + ev.status + " by " + String(ev.actor).replace(/^human:/, "") + ". Your decision would not be recorded.";
+        box.textContent = "This review was just " + ev.status + " by " + String(ev.actor) + ". Your decision would not be recorded.";
         document.querySelectorAll("#decide button[type=submit]").forEach(function (b) { b.disabled = true; });
         var st = document.getElementById("status"); if (st) { st.textContent = ev.status; st.className = "status s-" + ev.status; }
+      },
+      resumed: function (ev) { if (ev.frontier === data.frontier) outcome(); },
+      executed: function (ev) { if (ev.review === data.id) outcome(); },
+      replied: function (ev) { if (ev.frontier === data.frontier) outcome(); }
+    });
+    keysForReview(data);
+  }
+
+  function openPane(name) {
+    var tab = document.querySelector('.tab[data-tab="' + name + '"]');
+    if (!tab) return null;
+    document.querySelectorAll(".tab").forEach(function (t) { t.classList.toggle("on", t === tab); });
+    var pane = null;
+    document.querySelectorAll(".pane").forEach(function (p) {
+      p.hidden = p.dataset.pane !== name;
+      if (!p.hidden) pane = p;
+    });
+    return pane;
+  }
+
+  // -- editing by form ------------------------------------------------------------------------
+  // desk/forms.py renders one field per parameter; here they are read back into the JSON
+  // editor (the only thing sent and signed), and the JSON is written back into them.
+  function normalise(s) { return String(s).replace(/\r\n?/g, "\n"); }
+  function readField(f, original) {
+    var widget = f.dataset.widget, name = f.dataset.name, present = f.dataset.present === "yes";
+    var input = f.querySelector("input, textarea, select");
+    var before = original && Object.prototype.hasOwnProperty.call(original, name) ? original[name] : undefined;
+    if (widget === "checkbox") return { value: input.checked };
+    if (widget === "number" || widget === "integer") {
+      if (input.validity && input.validity.badInput) return { error: name + ": expected a number" };
+      if (input.value === "") return { omit: true };
+      var n = Number(input.value);
+      if (!isFinite(n)) return { error: name + ": expected a number" };
+      if (widget === "integer" && !Number.isInteger(n)) return { error: name + ": expected a whole number" };
+      return { value: n };
+    }
+    if (widget === "select") {
+      if (input.value === "") return { omit: true };
+      return { value: JSON.parse(input.value) };
+    }
+    if (widget === "json") {
+      if (!input.value.trim()) return { omit: true };
+      try { return { value: JSON.parse(input.value) }; }
+      catch (e) { return { error: name + ": not valid JSON (" + e.message + ")" }; }
+    }
+    var text = input.value;
+    if (!present && text === "") return { omit: true };
+    // A textarea turns CR LF into LF: an untouched value stays exactly what the agent sent.
+    if (typeof before === "string" && normalise(before) === text) return { value: before };
+    return { value: text };
+  }
+  function writeField(f, has, value) {
+    var widget = f.dataset.widget;
+    var input = f.querySelector("input, textarea, select");
+    if (widget === "checkbox") { input.checked = has && value === true; return has && typeof value !== "boolean"; }
+    if (!has) { input.value = ""; return false; }
+    if (widget === "number" || widget === "integer") {
+      if (typeof value !== "number") return true;
+      input.value = String(value); return false;
+    }
+    if (widget === "select") {
+      var want = JSON.stringify(value);
+      var found = Array.prototype.some.call(input.options, function (o) { return o.value === want; });
+      if (!found) return true;
+      input.value = want; return false;
+    }
+    if (widget === "json") { input.value = JSON.stringify(value, null, 2); return false; }
+    if (typeof value !== "string") return true;
+    input.value = value; return false;
+  }
+  function setupEditor(box, original) {
+    var fieldsBox = box.querySelector("[data-fields]");
+    var json = box.querySelector("[data-json] textarea");
+    var errors = box.querySelector("[data-errors]");
+    if (!fieldsBox || !json) return;
+    var modes = box.querySelector(".modes");
+    var fields = Array.prototype.slice.call(fieldsBox.querySelectorAll("[data-field]"));
+    function fromFields() {
+      var out = {}, errs = [];
+      var order = Object.keys(isObj(original) ? original : {});
+      fields.forEach(function (f) { if (order.indexOf(f.dataset.name) < 0) order.push(f.dataset.name); });
+      var got = {};
+      fields.forEach(function (f) { got[f.dataset.name] = readField(f, original); });
+      order.forEach(function (name) {
+        var r = got[name];
+        if (!r) return;
+        if (r.error) errs.push(r.error);
+        else if (!r.omit) out[name] = r.value;
+      });
+      errors.textContent = "";
+      errs.forEach(function (m) { errors.appendChild(el("div", "bad", "✗ " + m)); });
+      json.dataset.fieldErrors = errs.length ? "yes" : "no";
+      if (!errs.length) json.value = JSON.stringify(out, null, 2);
+      json.dispatchEvent(new Event("input"));
+    }
+    function toFields() {
+      var parsed = safeParse(json.value);
+      if (!isObj(parsed)) return "The JSON is not a valid object; fix it, or stay in JSON.";
+      var names = fields.map(function (f) { return f.dataset.name; });
+      var extra = Object.keys(parsed).filter(function (k) { return names.indexOf(k) < 0; });
+      if (extra.length) return "The JSON has " + extra.join(", ") + ", which the form does not show; stay in JSON.";
+      var mismatch = [];
+      fields.forEach(function (f) {
+        var has = Object.prototype.hasOwnProperty.call(parsed, f.dataset.name);
+        if (writeField(f, has, parsed[f.dataset.name])) mismatch.push(f.dataset.name);
+      });
+      if (mismatch.length) return "In the JSON, " + mismatch.join(", ") + " has a value the form cannot show; stay in JSON.";
+      return "";
+    }
+    function mode(which) {
+      if (which === "form") {
+        var why = toFields();
+        if (why) { errors.textContent = ""; errors.appendChild(el("div", "bad", why)); return; }
+        fromFields();
+      }
+      box.dataset.mode = which;
+      fieldsBox.hidden = which !== "form";
+      box.querySelector("[data-json]").hidden = which === "form";
+      modes.querySelectorAll(".mode").forEach(function (b) { b.classList.toggle("on", b.dataset.mode === which); });
+      if (which === "json") { errors.textContent = ""; json.dataset.fieldErrors = "no"; json.dispatchEvent(new Event("input")); }
+    }
+    fields.forEach(function (f) {
+      var input = f.querySelector("input, textarea, select");
+      input.addEventListener(input.type === "checkbox" || input.tagName === "SELECT" ? "change" : "input", fromFields);
+    });
+    modes.hidden = false;
+    modes.querySelectorAll(".mode").forEach(function (b) { b.addEventListener("click", function () { mode(b.dataset.mode); }); });
+    // Start with the form when it shows the JSON as it is (after a refused edit the JSON may not fit).
+    if (!toFields()) mode("form");
+  }
+
+  // -- keyboard ----------------------------------------------------------------------------------
+  // Documented in the "?" list (templates/base.html) and the README. Never while typing, and a
+  // decision is never made by one key: "a" prepares the approval, Enter (on its button) confirms.
+  function typing(t) {
+    if (!t) return false;
+    var tag = t.tagName;
+    return tag === "TEXTAREA" || tag === "SELECT" || t.isContentEditable ||
+      (tag === "INPUT" && ["checkbox", "radio", "button", "submit"].indexOf(t.type) < 0);
+  }
+  function toggleHelp(show) {
+    var help = document.getElementById("keys-help");
+    if (!help) return;
+    help.hidden = show === undefined ? !help.hidden : !show;
+    if (!help.hidden) { var b = help.querySelector("button"); if (b) b.focus(); }
+  }
+  function onKeys(map) {
+    document.addEventListener("keydown", function (ev) {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+      if (ev.key === "Escape") {
+        var help = document.getElementById("keys-help");
+        if (help && !help.hidden) { toggleHelp(false); ev.preventDefault(); return; }
+        if (typing(ev.target)) { ev.target.blur(); ev.preventDefault(); }
+        return;
+      }
+      if (typing(ev.target)) return;
+      if (ev.key === "?") { toggleHelp(); ev.preventDefault(); return; }
+      var fn = map[ev.key];
+      if (fn) { if (fn(ev) !== false) ev.preventDefault(); }
+    });
+  }
+  function setupHelp() {
+    document.querySelectorAll("[data-help]").forEach(function (b) { b.addEventListener("click", function () { toggleHelp(); }); });
+  }
+  function keysForQueue(body) {
+    var at = -1;
+    function rows() { return Array.prototype.slice.call(body.querySelectorAll("tr[data-review]")); }
+    function select(i) {
+      var all = rows();
+      if (!all.length) return;
+      at = Math.max(0, Math.min(all.length - 1, i));
+      all.forEach(function (r, k) { r.classList.toggle("selected", k === at); r.setAttribute("aria-selected", k === at ? "true" : "false"); });
+      all[at].scrollIntoView({ block: "nearest" });
+    }
+    function open() {
+      var all = rows();
+      if (at < 0 || !all[at]) return false;
+      window.location.assign(all[at].querySelector("a.headline").href);
+    }
+    onKeys({
+      j: function () { select(at + 1); },
+      k: function () { select(at < 0 ? 0 : at - 1); },
+      Enter: open,
+      o: open
+    });
+  }
+  function keysForReview(data) {
+    function go(id) { if (id) window.location.assign("/reviews/" + encodeURIComponent(id)); }
+    function focusWhy() {
+      var pane = document.querySelector(".pane:not([hidden])");
+      var why = pane && pane.querySelector("[data-why]");
+      if (why) why.focus();
+    }
+    onKeys({
+      j: function () { go(data.next); },
+      k: function () { go(data.prev); },
+      u: function () { window.location.assign("/queue"); },
+      a: function () { if (openPane("approve")) document.getElementById("approve-btn").focus(); },
+      e: function () {
+        var pane = openPane("edit");
+        if (!pane) return;
+        var first = pane.querySelector('[data-editor="args"][data-mode="form"] [data-field] input, [data-editor="args"][data-mode="form"] [data-field] textarea, [data-editor="args"][data-mode="form"] [data-field] select') || document.getElementById("args-editor");
+        if (first) first.focus();
+      },
+      r: function () { if (openPane("reject")) focusWhy(); },
+      w: focusWhy
+    });
+  }
+
+  // -- copying ids -------------------------------------------------------------------------------
+  function setupCopy() {
+    document.addEventListener("click", function (ev) {
+      var t = ev.target.closest ? ev.target.closest("[data-copy]") : null;
+      if (!t) return;
+      var text = t.getAttribute("data-copy");
+      var done = function () {
+        t.classList.add("copied");
+        document.body.dataset.copied = text;
+        setTimeout(function () { t.classList.remove("copied"); }, 1200);
+      };
+      if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, done);
+      else {
+        var area = el("textarea"); area.value = text; area.setAttribute("readonly", "");
+        area.style.position = "fixed"; area.style.opacity = "0"; document.body.appendChild(area);
+        area.select(); try { document.execCommand("copy"); } catch (e) { /* nothing to do */ }
+        area.remove(); done();
       }
     });
   }
@@ -387,6 +748,7 @@
       setField(form, "sig_client_data", b64url(cred.response.clientDataJSON));
       setField(form, "sig_value", b64url(cred.response.signature));
       say(status, "Signed. Recording your decision…", "good");
+      lighten(form);
       form.submit();  // a plain submit: no second "submit" event
     }).catch(function (err) {
       button.disabled = false;
@@ -394,6 +756,15 @@
       say(status, why + " Nothing was sent; nothing was recorded.", "bad");
     });
   }
+  // The server reads the patch when there is one; the whole args JSON beside it would only
+  // double the request (which the desk bounds, 1 MB by default), so it is left out.
+  function lighten(form) {
+    var patch = form.querySelector("[name=patch]"), args = form.querySelector("textarea[name=args]");
+    if (patch && args && patch.value) args.disabled = true;
+  }
+  document.addEventListener("submit", function (ev) {
+    if (!ev.defaultPrevented && ev.target.classList && ev.target.classList.contains("decision")) lighten(ev.target);
+  });
   function setupSigning(data) {
     if (!data.sign || !data.sign.must) return;  // this log takes this reviewer's decisions unsigned
     var status = document.getElementById("sign-status");
@@ -470,6 +841,15 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { setupQueue(); setupReview(); setupSignIn(); setupPasskeys(); });
+  document.addEventListener("DOMContentLoaded", function () {
+    setupHelp(); setupCopy(); setupQueue(); setupReview(); setupSignIn(); setupPasskeys(); setupLive();
+  });
+  // Pages without a queue or a review still end their live stream on sign-out (the Decided view, the log).
+  function setupLive() {
+    if (document.getElementById("queue") || document.getElementById("review-data")) return;
+    if (!document.querySelector(".who")) return;  // signed out
+    if (!document.getElementById("decided") && !document.getElementById("stalled")) return;
+    connect({});
+  }
   window.signoff = { diffPatch: diffPatch, check: check, lineDiff: lineDiff, canonicalJSON: canonicalJSON, digestOf: digestOf };
 })();

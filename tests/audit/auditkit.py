@@ -36,6 +36,7 @@ from signoff.audit.keys import Signer, read_private_key, write_private_key  # no
 from signoff.audit.reviews import CallSpec  # noqa: E402
 from signoff.audit.store import default_admin_key  # noqa: E402
 from signoff.audit.trust import statement as trust_statement  # noqa: E402
+from signoff.audit.tx import subject_of  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PG_BASE = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -228,6 +229,16 @@ class Db:
             found = self.rows("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")
         return sorted(str(name) for (name,) in found if str(name).startswith("signoff_"))
 
+    def indexes(self, table: str) -> list[str]:
+        """The names of ``table``'s indexes."""
+        if self.backend == "sqlite":
+            found = self.rows("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (table,))
+        else:
+            found = self.rows(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = ?", (table,)
+            )
+        return sorted(str(name) for (name,) in found)
+
     def close(self) -> None:
         self.conn.close()
 
@@ -343,7 +354,7 @@ def relink(db: Db, seq: int, mutate: Callable[[dict[str, Any]], None], *, drop_c
         data = json.loads(raw)
         if s == seq:
             mutate(data)
-            subject = _subject(data["body"]) if isinstance(data.get("body"), dict) else None
+            subject = subject_of(data["body"]) if isinstance(data.get("body"), dict) else None
             statements.append(
                 (
                     "UPDATE signoff_entry SET kind = ?, actor = ?, subject = ? WHERE seq = ?",
@@ -359,14 +370,6 @@ def relink(db: Db, seq: int, mutate: Callable[[dict[str, Any]], None], *, drop_c
     if drop_checkpoints:
         statements.append(("DELETE FROM signoff_checkpoint WHERE size > ?", (seq,)))
     rebuild_tree(db, hashes, statements)
-
-
-def _subject(body: dict[str, Any]) -> str | None:
-    for name in ("review", "frontier", "reviewer", "actor"):
-        value = body.get(name)
-        if isinstance(value, str):
-            return value
-    return None
 
 
 def forge_append(
@@ -438,7 +441,7 @@ def forge_append(
     }
     columns = db.columns("signoff_entry")
     if "subject" in columns:
-        values["subject"] = _subject(body) if isinstance(body, dict) else None
+        values["subject"] = subject_of(body) if isinstance(body, dict) else None
     if "review" in columns:
         values["review"] = item.review
     if "nodes" in columns:

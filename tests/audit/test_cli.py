@@ -296,3 +296,60 @@ def test_unknown_review_leaves_the_database_alone(case: Case, capsys: Any) -> No
     assert code == 2 and "no such review" in err
     with Db(case.url) as db:
         assert db.rows("SELECT count(*) FROM signoff_entry") == before
+
+
+def test_policies_and_a_four_eyes_decision_from_terminals(
+    admin_setup: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    """The admin sets a four-eyes policy with a rule; alice's approval is one of two; dave's second
+    approval decides; a small transfer is let through by the rule; the policy is listed and retired."""
+    s, admin = ["--store", admin_setup["url"]], ["--admin-key", str(admin_setup["admin_key"])]
+    dave_key = tmp_path / "dave.pem"
+    assert run(capsys, "keygen", "-o", str(dave_key))[0] == 0
+    code, _out, err = run(
+        capsys, *s, "enroll", "dave@example.org", "--role", "teller", "--any-tool", "--public-key", f"{dave_key}.pub",
+        *admin,
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = run(
+        capsys, *s, "policy", "set", "four-eyes", "--tools", "trans*", "--approvals", "2", "--role", "teller",
+        "--review-when", "args.amount > vars.limit", "--var", "limit=20", "--escalate-to", "supervisor",
+        "--escalate-after", "3600", *admin, "--json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["body"]["vars"] == {"limit": 20}, err
+    code, out, _ = run(capsys, *s, "policy", "list")
+    assert code == 0 and "four-eyes" in out and "2 approvals by role teller" in out
+    assert "escalates to role supervisor 3600 s after opening" in out
+    # A bad rule is refused by name, and writes nothing.
+    code, _out, err = run(capsys, *s, "policy", "set", "bad", "--tools", "x", "--review-when", "args.(", *admin)
+    assert code == 2 and "policy.review_when" in err
+    # Only the admin key sets a policy.
+    code, _out, err = run(
+        capsys, *s, "policy", "set", "lax", "--tools", "*", "--admin-key", str(admin_setup["alice_key"])
+    )
+    assert code == 2 and "admin" in err
+
+    [review] = _open_three(admin_setup["url"])[:1]
+    alice = ["--as", "alice@example.org", "--reviewer-key", str(admin_setup["alice_key"])]
+    dave = ["--as", "dave@example.org", "--reviewer-key", str(dave_key)]
+    code, out, _ = run(capsys, *s, "approve", review.id, *alice)
+    assert code == 0 and "approval 1 of 2 recorded" in out and "1 more person" in out
+    code, out, _ = run(capsys, *s, "pending")
+    assert "approvals 1/2" in out
+    code, out, err = run(capsys, *s, "approve", review.id, *alice)
+    assert code == 2 and "twice" in err
+    code, out, _ = run(capsys, *s, "approve", review.id, *dave, "--json")
+    assert code == 0 and json.loads(out)["status"] == "approved"
+
+    store = open_store(admin_setup["url"])
+    try:
+        small, why = ReviewService(store).auto_approve(call("tiny", args={"amount": 5, "to": "bob"}), actor=AGENT)
+        assert small is not None and small.status == "auto_approved", why
+    finally:
+        store.close()
+    code, out, _ = run(capsys, *s, "policy", "retire", "four-eyes", *admin)
+    assert code == 0 and "retired policy four-eyes" in out
+    code, out, _ = run(capsys, *s, "policy", "list", "--json")
+    assert code == 0 and json.loads(out) == []
+    code, out, _ = run(capsys, *s, "verify")
+    assert code == 0, out

@@ -62,7 +62,23 @@ def test_a_release_store_opens_migrates_and_verifies(
     before = _build_with_release(release_tree, store_url, tmp_path / "log.key")
     entries_before = _entries(store_url)
 
-    # This code reads the 0.1.0 store as it is (its schema is this code's baseline) ...
+    # This code refuses the 0.1.0 store until it is migrated, and says how; nothing is written ...
+    with pytest.raises(Exception, match="audit --store .* migrate"):
+        open_store(store_url, create=False)
+    assert audit_main(["--store", store_url, "verify"]) == 2
+    assert "migrate" in capsys.readouterr().err
+    with Db(store_url) as db:
+        assert not db.has_table(VERSION_TABLE)
+
+    # ... `audit migrate` stamps its baseline and upgrades it without touching a single entry ...
+    assert audit_main(["--store", store_url, "migrate", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"before": "0001", "after": head()}
+    with Db(store_url) as db:
+        assert db.has_table(VERSION_TABLE)
+        assert "ix_signoff_review_decided" in db.indexes("signoff_review")
+    assert _entries(store_url) == entries_before
+
+    # ... and then reads it as it was, under its old rules.
     store = open_store(store_url, create=False)
     assert store.rules.version == 1  # the old rules: the service enrolled, decisions unsigned
     report = verify_store(store)
@@ -77,13 +93,6 @@ def test_a_release_store_opens_migrates_and_verifies(
             "frontier": now.frontier, "opened_seq": now.opened_seq,
         } == old  # fmt: skip
     store.close()
-
-    # ... and `audit migrate` records its revision without touching a single entry.
-    assert audit_main(["--store", store_url, "migrate", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"before": "0001", "after": head()}
-    with Db(store_url) as db:
-        assert db.has_table(VERSION_TABLE)
-    assert _entries(store_url) == entries_before
     assert audit_main(["--store", store_url, "verify"]) == 0
     assert audit_main(["--store", store_url, "migrate"]) == 0  # again: nothing to do
     assert "already at" in capsys.readouterr().out

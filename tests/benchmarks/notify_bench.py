@@ -187,7 +187,7 @@ class Bench:
 
 @contextmanager
 def notifier_process(url: str, log_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    errors = open(log_dir / "notifier.log", "ab")  # noqa: SIM115
+    errors = open(Path(os.environ.get("NOTIFY_BENCH_LOGS", log_dir)) / "notifier.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -217,10 +217,24 @@ def notifier_process(url: str, log_dir: Path) -> Iterator[subprocess.Popen[bytes
         errors.close()
 
 
-def delays(bench: Bench, receiver: Receiver, events: int) -> dict[str, Any]:
-    # Warm up: the notifier has taken its lock and delivered once.
+def warm_up(bench: Bench, receiver: Receiver, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Wait until the notifier has taken its lock and delivered once (or say why it never will)."""
     review, _ = bench.open()
-    receiver.wait([("review.opened", review)], timeout=60)
+    end = time.monotonic() + 60
+    while True:
+        try:
+            receiver.wait([("review.opened", review)], timeout=1.0)
+            return
+        except SystemExit:
+            if proc is not None and proc.poll() is not None:
+                raise SystemExit(
+                    f"notify_bench: the notifier exited with {proc.returncode} (see notifier.log)"
+                ) from None
+            if time.monotonic() > end:
+                raise
+
+
+def delays(bench: Bench, receiver: Receiver, events: int) -> dict[str, Any]:
     sequential = []
     for _ in range(events):
         review, committed = bench.open()
@@ -267,15 +281,13 @@ def decision_rounds(
     per_round = max(1, n // rounds)
     for _ in range(rounds):
         times["without_notifier"] += approvals(bench, None, per_round, pace)[0]
-        with notifier_process(url, tmp):
-            warm, _ = bench.open()
-            receiver.wait([("review.opened", warm)], timeout=60)
+        with notifier_process(url, tmp) as proc:
+            warm_up(bench, receiver, proc)
             took, delays = approvals(bench, receiver, per_round, pace)
             times["with_notifier_process"] += took
             told["with_notifier_process"] += delays
         with Notifier(url, NotifierOptions(desk_url="https://desk.bench"), store=bench.store, svc=bench.svc):
-            warm, _ = bench.open()
-            receiver.wait([("review.opened", warm)], timeout=60)
+            warm_up(bench, receiver)
             took, delays = approvals(bench, receiver, per_round, pace)
             times["with_notifier_in_process"] += took
             told["with_notifier_in_process"] += delays
@@ -305,7 +317,8 @@ def run_backend(url: str, tmp: Path, events: int, decisions: int, rounds: int) -
     )
     out: dict[str, Any] = {}
     try:
-        with notifier_process(url, tmp):
+        with notifier_process(url, tmp) as proc:
+            warm_up(bench, receiver, proc)
             out["delay_commit_to_webhook"] = delays(bench, receiver, events)
         # The decision path: the endpoint now also takes every decision.
         endpoints.add(

@@ -96,7 +96,9 @@ def assert_bound(store: Store) -> None:
     assert report.ok, report.to_json()
     approved: dict[str, str] = {}
     for entry in store.entries():
-        if entry.kind in ("review.approved", "review.edited"):
+        if entry.kind in ("review.approved", "review.edited"):  # a quorum's last approval names the final args
             approved[entry.body["review"]] = entry.body["args_digest"]
+        elif entry.kind == "review.auto_approved":
+            approved[entry.body["review"]] = entry.body["call"]["args_digest"]
         elif entry.kind == "tool.executed":
             assert entry.body["args_digest"] == approved[entry.body["review"]], entry.body

@@ -287,8 +287,10 @@ class Deployment:
             if p.get("text", "").startswith("done:")
         ]
 
-    def log_of(self, session: str) -> list[tuple[str, str]]:
-        """The log entries of this session's reviews, in order: (kind, ``via`` if any, else the actor)."""
+    def log_of(self, session: str, *, replies: bool = False) -> list[tuple[str, str]]:
+        """The log entries of this session's reviews, in order: (kind, ``via`` if any, else the actor);
+        the agent's reply after a resume (``run.replied``, written when the resumed run ends) only
+        with ``replies``."""
         reviews: set[str] = set()
         frontiers: set[str] = set()
         out = []
@@ -297,6 +299,8 @@ class Deployment:
             if entry.kind == "review.opened" and body["call"]["session"] == session:
                 reviews.add(body["review"])
                 frontiers.add(body["frontier"])
+            if entry.kind == "run.replied" and not replies:
+                continue
             if body.get("review") in reviews or body.get("frontier") in frontiers:
                 out.append((entry.kind, str(body.get("via") or entry.actor)))
         return out
@@ -390,6 +394,8 @@ def test_cli_edit_then_sidecar_runs_the_edited_call_once(dep: Deployment) -> Non
     assert [r["args"] for r in dep.ran(paused.session)] == [{"amount": 50, "to": "acct-x"}]
     assert [r["pid"] for r in dep.ran(paused.session)] == [sidecar.proc.pid]  # the sidecar's runner ran it
     assert dep.log_of(paused.session) == opened_and(("review.edited", REVIEWER), ("run.resumed", "resumer"), EXECUTED)
+    replied = ("run.replied", "agent:signoff-resumer-bank")  # the agent's next words, for the people who decided
+    wait_until(lambda: replied in dep.log_of(paused.session, replies=True), "the reply to be recorded")
     assert len(dep.answers(paused.session)) == 1
     assert '"amount": 50' in dep.finals(paused.session)[0]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 from _support import REVIEWER, REVIEWER_KEY, Harness, fc, run_turn, runs, single_agent, transfer_script
@@ -271,3 +272,28 @@ async def test_request_confirmation_cancel_withdraws(signoff: bridge.Signoff, tm
         await waiter
     review = signoff.review_for(paused)
     assert review is not None and review.status == "withdrawn"
+
+
+def _pay(amount: int, speed: Literal["normal", "urgent"], tags: list[str], note: str | None = None) -> dict[str, Any]:
+    """Pay someone."""
+    return {}
+
+
+def test_the_schema_keeps_enums_items_and_nulls_so_an_edit_outside_them_is_refused() -> None:
+    """A tool's Literal, list and optional parameters reach the review: the desk can offer a select,
+    and an edit to a value the tool does not take is refused before anything is recorded."""
+    from google.adk.tools import FunctionTool
+
+    from signoff.audit import check_args
+    from signoff.bridge._schema import tool_schema
+
+    schema = tool_schema(FunctionTool(_pay))
+    assert schema is not None
+    assert schema["properties"]["speed"] == {"type": "string", "enum": ["normal", "urgent"]}
+    assert schema["properties"]["tags"] == {"type": "array", "items": {"type": "string"}}
+    assert schema["properties"]["note"]["type"] == ["string", "null"]
+    check_args(schema, {"amount": 1, "speed": "urgent", "tags": ["a"], "note": None})
+    with pytest.raises(SchemaViolation, match="speed"):
+        check_args(schema, {"amount": 1, "speed": "instant", "tags": []})
+    with pytest.raises(SchemaViolation, match=r"tags\[0\]"):
+        check_args(schema, {"amount": 1, "speed": "normal", "tags": [7]})

@@ -118,3 +118,47 @@ async def test_many_frontiers_resume_concurrently(sqlite_url: str, runs_file: Pa
     assert sorted(r["args"]["amount"] for r in runs(runs_file)) == [1, 2, 3]
     assert_bound(signoff.store)
     signoff.close()
+
+
+async def test_a_session_changed_under_the_send_is_read_again(sqlite_url: str, runs_file: Path, tmp_path: Path) -> None:
+    """The run that paused appends one more event just after the resumer's runner read the session
+    (a decision milliseconds after the pause): ADK refuses the resumer's append as stale. The resumer
+    reads the session again and sends once; the tool runs once (found by the scale benchmark)."""
+    from google.adk.errors import StaleSessionError
+    from google.adk.events.event import Event
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+    from google.genai import types
+
+    signoff = bridge.Signoff(sqlite_url)
+    try:
+        h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+        await h.start()
+        [review] = signoff.reviews.pending()
+        signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
+        other_writer = SqliteSessionService(db_path=str(tmp_path / "sessions.db"))
+        stale: list[Exception] = []
+        reads: list[object] = []
+        real_get = h.sessions.get_session
+
+        async def get_then_race(**kw: object) -> object:
+            session = await real_get(**kw)  # type: ignore[arg-type]
+            reads.append(kw)
+            if len(reads) == 2 and session is not None:  # the runner's own read (the resumer's claim read first)
+                theirs = await other_writer.get_session(app_name=session.app_name, user_id=session.user_id,
+                                                        session_id=session.id)  # fmt: skip
+                assert theirs is not None
+                await asyncio.sleep(0.002)  # the storage's update time moves past the copy just read
+                note = Event(author="teller", invocation_id="late", content=types.Content(role="model",
+                             parts=[types.Part(text="(the opening run's last event)")]))  # fmt: skip
+                await other_writer.append_event(theirs, note)
+                stale.append(StaleSessionError("raced"))
+            return session
+
+        h.sessions.get_session = get_then_race  # type: ignore[method-assign]
+        [done] = await h.resume()
+        assert stale, "the race was not staged"
+        assert done.how == "sent" and [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
+        assert signoff.reviews.get(review.id).executed
+        assert_bound(signoff.store)
+    finally:
+        signoff.close()

@@ -13,7 +13,7 @@ for p in (HERE, HERE.parents[1]):
         sys.path.insert(0, str(p))
 
 import pytest  # noqa: E402
-from deskkit import Env, make_env  # noqa: E402
+from deskkit import BrowserClient, Env, make_env  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 
@@ -49,17 +49,17 @@ def open_env(tmp_path: Path) -> Iterator[Env]:
 
 @pytest.fixture
 def client(env: Env) -> Iterator[TestClient]:
-    with TestClient(env.app) as c:
+    with BrowserClient(env.app) as c:
         yield c
 
 
 @pytest.fixture
 def sclient(sqlite_env: Env) -> Iterator[TestClient]:
-    with TestClient(sqlite_env.app) as c:
+    with BrowserClient(sqlite_env.app) as c:
         yield c
 
 
 @pytest.fixture
 def oclient(open_env: Env) -> Iterator[TestClient]:
-    with TestClient(open_env.app) as c:
+    with BrowserClient(open_env.app) as c:
         yield c

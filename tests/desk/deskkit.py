@@ -30,6 +30,7 @@ from signoff.audit.store import default_admin_key  # noqa: E402
 ALICE = "human:alice@example.org"  # finance + ops, every tool
 BOB = "human:bob@example.org"  # ops only, send_* tools only
 CAROL = "human:carol@example.org"  # finance, every tool
+OLIVE = "human:olive@example.org"  # observer (env.add_reviewer): reads everything, decides nothing
 PASSWORD = "correct horse battery"
 
 SCHEMA = {
@@ -124,6 +125,27 @@ class Env:
 
     def signer_of(self, who: str) -> Signer | None:
         return self.signers.get(who)
+
+    def add_reviewer(self, who: str, roles: list[str], tools: list[str]) -> None:
+        """Enroll one more reviewer (signed by the admin), with a password, an API token and, on a
+        signed log, a key file."""
+        if self.signed:
+            self.signers[who] = Signer.generate()
+        public = self.signers[who].public if who in self.signers else None
+        self.svc.enroll_reviewer(who, roles=roles, tools=tools, key=public, admin=self.admin)
+        self.desk.accounts.set_password(who, PASSWORD, must_change=False)
+        self.tokens[who] = self.desk.accounts.new_token(who, "test")
+
+
+class BrowserClient(TestClient):
+    """The test client, sending ``Origin`` on every request as a browser does on a POST from the desk's
+    own pages (desk/guard.py refuses a state-changing request from elsewhere)."""
+
+    def __init__(self, app: Any, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        if "origin" not in self.headers:
+            scheme, rest = str(self.base_url).split("://", 1)
+            self.headers["origin"] = f"{scheme}://{rest.split('/', 1)[0]}"
 
 
 def make_env(url: str, tmp_path: Path, *, signed: bool = True) -> Env:

@@ -211,6 +211,7 @@ def test_signed_edit_runs_the_tool_with_the_signed_patch(pat: Any, pat_key: dict
     pat.goto(f"{demo.url}/reviews/{review.id}")
     pat.click(".tab[data-tab=edit]")
     edited = {"amount": 90.0, "currency": "EUR", "to_account": "ACC-2b", "memo": marker}
+    pat.click('[data-editor="args"] .mode[data-mode=json]')  # the JSON mode; the form is tested below
     pat.locator("#args-editor").fill(json.dumps(edited, indent=2))
     pat.fill("#edit-form textarea[name=rationale]", "Ten times too much; other account")
     pat.screenshot(path=str(ARTIFACTS / "review-edit-sign.png"), full_page=True)
@@ -225,6 +226,29 @@ def test_signed_edit_runs_the_tool_with_the_signed_patch(pat: Any, pat_key: dict
         {"op": "replace", "path": "/to_account", "value": "ACC-2b"},
     ]
     assert proven.signed_by == pat_key["fingerprint"] and proven.review.final_args == edited
+
+
+def test_signed_edit_made_in_the_form_signs_exactly_the_patch_it_shows(
+    pat: Any, pat_key: dict[str, Any], demo: Demo
+) -> None:
+    marker = "signed-form-" + secrets.token_hex(3)
+    body = "Hi Dana,\r\n\r\nthe numbers: 𝔘𝔫𝔦 é\u2028x\n\nBest"  # CR LF, a line separator: kept as sent
+    demo.propose(("send_email", {"to": "dana@example.com", "subject": marker, "body": body}))
+    review = demo.review_with(marker)
+    pat.goto(f"{demo.url}/reviews/{review.id}")
+    pat.click(".tab[data-tab=edit]")
+    fields = pat.locator('[data-editor="args"] [data-fields]')
+    assert fields.is_visible() and fields.locator('[data-name="body"] textarea').count() == 1
+    fields.locator('[data-name="to"] input').fill("dana.k@example.com")
+    shown = json.loads(pat.locator("#patch-view").inner_text())
+    assert shown == [{"op": "replace", "path": "/to", "value": "dana.k@example.com"}]  # the body is untouched
+    pat.click("#edit-btn")
+    pat.wait_for_selector("#decision-done", timeout=15_000)
+    run = demo.run_with(marker)
+    assert run["args"] == {"to": "dana.k@example.com", "subject": marker, "body": body}
+    entry, proven = decided(demo, review.id)
+    assert entry.kind == "review.edited" and entry.sig["alg"] == "WebAuthn" and entry.body["patch"] == shown
+    assert proven.review.final_args == run["args"]
 
 
 def test_signed_reject_stops_the_tool(pat: Any, pat_key: dict[str, Any], demo: Demo) -> None:
@@ -251,7 +275,10 @@ def test_signed_answer_to_the_tools_own_question(pat: Any, pat_key: dict[str, An
     demo.propose(("set_daily_limit", {"account": account}))
     review = demo.review_with(account)
     pat.goto(f"{demo.url}/reviews/{review.id}")
-    pat.fill("#approve-form textarea[name=payload]", '{"limit": 750.0, "currency": "EUR"}')
+    # The tool's own question, answered in its form (a number field for the limit).
+    limit = pat.locator('[data-editor="approve-payload"] [data-field][data-name="limit"] input')
+    assert limit.get_attribute("type") == "number" and limit.input_value() == "500"
+    limit.fill("750.0")
     pat.click("#approve-btn")
     pat.wait_for_selector("#decision-done", timeout=15_000)
     run = demo.run_with(account)
@@ -382,7 +409,7 @@ def test_args_changed_after_display_get_no_signature(rex: Any, tamper_demo: Demo
     demo.propose(("transfer_money", {"amount": 50.0, "currency": "EUR", "to_account": "ACC-5", "memo": marker}))
     review = demo.review_with(marker)
     rex.goto(f"{demo.url}/reviews/{review.id}")
-    assert "ACC-5" in rex.locator("#args-view").inner_text()
+    assert "ACC-5" in rex.locator("#args-table").inner_text()
     _rewrite_queue_row(demo, review.id, {"to_account": "ATTACKER-1"})  # after the page showed ACC-5
     rex.click("#approve-btn")
     error = rex.wait_for_selector("#decision-error", timeout=15_000)

@@ -378,3 +378,39 @@ def test_desk_serve_notify_runs_the_notifier_in_the_desk(sqlite_log: Log, receiv
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=10)
     assert got.json["review"]["url"] == f"http://desk.test:{port}/reviews/{review}"
+
+
+def test_a_quorum_is_told_once_decided_and_an_escalation_once(sqlite_log: Log, receiver: Receiver) -> None:
+    """A running notifier on a four-eyes review that escalates: opened, escalated (to the cfo role),
+    and one decided when the second person approves; the first approval tells nobody it was decided."""
+    from signoff.audit.keys import Signer, read_private_key
+    from signoff.audit.store import default_admin_key
+
+    lg = sqlite_log
+    admin = read_private_key(default_admin_key(lg.tmp / "log.key"))
+    bob, bob_key = "human:bob@example.org", Signer.generate()
+    lg.svc.enroll_reviewer(bob, roles=["finance"], tools=["*"], key=bob_key.public, admin=admin)
+    lg.svc.set_policy(
+        {
+            "policy": "four-eyes",
+            "tools": "transfer",
+            "approvals": 2,
+            "escalate": {"to_role": "cfo", "after_seconds": 60},
+        },
+        admin=admin,
+    )
+    add(lg, hook(receiver, events=["opened", "escalated", "decided"]))
+    with Notifier(lg.url, FAST):
+        review = lg.open(deadline=None)
+        lg.approve(review)
+        lg.svc.escalate_due(now=datetime.now(UTC) + timedelta(minutes=2))
+        lg.svc.approve(review, reviewer=bob, signer=bob_key)
+        got = receiver.wait_for(3)
+        time.sleep(0.3)  # anything more would have arrived by now
+    sent = sorted((r.json for r in receiver.ok()), key=lambda d: d["seq"])
+    assert [(d["type"], d.get("outcome"), d["actor"]) for d in sent] == [
+        ("review.opened", None, "agent:teller"),
+        ("review.escalated", None, "service:signoff"),
+        ("review.decided", "approved", bob),
+    ], [d["type"] for d in sent]
+    assert sent[1]["review"]["role"] == "cfo" and len(got) == 3

@@ -14,6 +14,7 @@ import pytest
 from notifykit import ALICE, Log, make_log, receiver_check, slack_problem
 
 from signoff.audit.entry import Entry
+from signoff.audit.keys import Signer
 from signoff.desk.notify import ConfigError, Endpoint, SignatureError, sign, verify
 from signoff.desk.notify._channels import body_bytes, email_message, slack_message
 from signoff.desk.notify._endpoints import check, endpoint_from_options
@@ -67,6 +68,39 @@ def test_withdrawn_and_a_review_without_a_deadline(log: Log) -> None:
     log.svc.withdraw(review, actor="agent:teller", reason="run cancelled")
     types = [(ev.type, ev.reason) for ev in _events(log, start)]
     assert types == [("review.opened", ""), ("review.withdrawn", "run cancelled")]  # no deadline_near
+
+
+def test_a_quorum_is_decided_once_and_an_escalation_reaches_the_new_role(log: Log) -> None:
+    """A four-eyes review: alice's approval (one of two) is no decision; bob's completes it and is
+    the one review.decided. An escalation written by the service names the role it went to."""
+    from signoff.audit.keys import read_private_key
+    from signoff.audit.store import default_admin_key
+
+    admin = read_private_key(default_admin_key(log.tmp / "log.key"))
+    bob, bob_key = "human:bob@example.org", Signer.generate()
+    log.svc.enroll_reviewer(bob, roles=["finance"], tools=["*"], key=bob_key.public, admin=admin)
+    policy = {"policy": "four-eyes", "tools": "transfer", "approvals": 2, "role": "finance",
+              "escalate": {"to_role": "cfo", "after_seconds": 60}}  # fmt: skip
+    log.svc.set_policy(policy, admin=admin)
+    start = log.store.size()
+    review = log.open()
+    log.approve(review)
+    log.svc.escalate_due(now=datetime.now(UTC) + timedelta(minutes=2))
+    log.svc.approve(review, reviewer=bob, signer=bob_key)
+
+    def closes(rid: str, seq: int) -> bool:
+        return log.svc.get(rid).decision_seq == seq
+
+    def lookup(rid: str) -> ReviewFacts | None:
+        r = log.svc.get(rid)
+        return ReviewFacts(r.call.tool, r.call.agent, r.call.app, r.call.session, r.call.args, r.policy.role)
+
+    events = [ev for entry in log.store.entries(start=start) for ev in events_of(entry, lookup, closes)]
+    assert [(ev.type, ev.actor, ev.role) for ev in events if ev.type != "review.deadline_near"] == [
+        ("review.opened", "agent:teller", "finance"),
+        ("review.escalated", "service:signoff", "cfo"),
+        ("review.decided", bob, "finance"),
+    ]
 
 
 def test_escalated_entries_are_handled_once_the_log_has_them(log: Log) -> None:

@@ -6,7 +6,7 @@ import base64
 import threading
 import time
 
-from deskkit import ALICE, BOB, CAROL, Env
+from deskkit import ALICE, BOB, CAROL, BrowserClient, Env
 from fastapi.testclient import TestClient
 
 from signoff.audit import digest
@@ -71,7 +71,18 @@ def test_get_review_with_frontier_and_role(env: Env, client: TestClient) -> None
     assert r["status"] == "pending" and r["tool"] == "transfer" and r["call"]["args"] == {"amount": 10, "to": "acct-1"}
     assert r["role"] == "finance" and r["can_decide"] is True
     assert [o["id"] for o in r["frontier_reviews"]] == [second.id]
-    assert client.get(f"/api/reviews/{first.id}", headers=env.bearer(BOB)).json()["can_decide"] is False
+    assert r["summary"]["headline"] == "teller wants to transfer: 10 to acct-1"
+    assert r["outcome"] == {
+        "resumed": False,
+        "resumed_seq": None,
+        "executed": False,
+        "executed_seq": None,
+        "result_preview": None,
+        "reply": None,
+        "reply_seq": None,
+    }
+    # Outside BOB's roles and tools: not there at all for him.
+    assert client.get(f"/api/reviews/{first.id}", headers=env.bearer(BOB)).status_code == 404
 
 
 def test_unknown_review_is_404(env: Env, client: TestClient) -> None:
@@ -168,12 +179,14 @@ def test_refused_schema_break_is_422_naming_the_parameter(env: Env, client: Test
     assert env.svc.get(rev.id).status == "pending"
 
 
-def test_refused_outside_role_is_403(env: Env, client: TestClient) -> None:
+def test_refused_outside_role_is_404_as_for_no_review(env: Env, client: TestClient) -> None:
     rev = env.open()[0]  # transfer, role finance
+    unknown = client.post("/api/reviews/rv_nope/approve", json={}, headers=env.bearer(BOB)).json()
     for path, body in (("approve", {}), ("edit", {"patch": []}), ("reject", {"reason": "no"})):
         r = client.post(f"/api/reviews/{rev.id}/{path}", json=body, headers=env.bearer(BOB))
-        assert r.status_code == 403, (path, r.text)
-        assert r.json()["error"] == "NotAllowed" and r.json()["recorded"] is False
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"] == "UnknownReview" and r.json()["recorded"] is False
+        assert r.json()["summary"] == unknown["summary"]  # says no more than for an id that does not exist
     # CAROL has the role but BOB's tool globs would not match either way; CAROL may decide.
     ok = client.post(f"/api/reviews/{rev.id}/approve", json=env.approve_json(rev, CAROL), headers=env.bearer(CAROL))
     assert ok.status_code == 200
@@ -343,7 +356,7 @@ def test_signing_a_checkpoint_needs_the_log_key(env: Env) -> None:
 
     app = create_app(env.url, access_log=False)  # no key_path
     app.state.desk.accounts = env.desk.accounts
-    with TestClient(app) as c:
+    with BrowserClient(app) as c:
         r = c.post("/api/checkpoints", headers=env.bearer())
         assert r.status_code == 409 and "without the log's key" in r.json()["detail"]
         assert c.get("/", follow_redirects=False).headers["location"] == "/queue"

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from deskkit import ALICE, CAROL, PASSWORD, Env, csrf_of, make_env, sign_in
+from deskkit import ALICE, CAROL, PASSWORD, BrowserClient, Env, csrf_of, make_env, sign_in
 from fastapi.testclient import TestClient
 from softkey import SoftPasskey
 from sqlalchemy import text
@@ -42,7 +42,7 @@ def env(sqlite_env: Env) -> Env:
 
 @pytest.fixture
 def client(env: Env) -> Any:
-    with TestClient(env.app, base_url="http://localhost") as c:
+    with BrowserClient(env.app, base_url="http://localhost") as c:
         yield c
 
 
@@ -131,7 +131,7 @@ def test_registration_checks_challenge_origin_and_csrf(env: Env, client: TestCli
 
 
 def test_passkeys_need_a_domain(env: Env) -> None:
-    with TestClient(env.app, base_url="http://127.0.0.1:8080") as c:
+    with BrowserClient(env.app, base_url="http://127.0.0.1:8080") as c:
         sign_in(c, DANA)
         page = c.get("/account").text
         assert 'id="passkey-unusable"' in page and 'id="passkey-form"' not in page
@@ -143,7 +143,8 @@ def test_rp_id_and_origin_options_fix_the_relying_party(env: Env) -> None:
     from signoff.desk.app import create_app
 
     app = create_app(env.url, env.key, access_log=False, origin="https://desk.example.org/")
-    with TestClient(app, base_url="http://10.0.0.7:8080") as c:  # behind a proxy: the request's host differs
+    proxied = {"origin": "https://desk.example.org"}  # what the browser sends: the public origin
+    with BrowserClient(app, base_url="http://10.0.0.7:8080", headers=proxied) as c:  # the request's host differs
         sign_in(c, DANA)
         headers = {"X-CSRF-Token": csrf_of(c.get("/account").text)}
         options = c.post("/account/passkeys/options", json={"code": CODE}, headers=headers).json()["publicKey"]
@@ -153,7 +154,7 @@ def test_rp_id_and_origin_options_fix_the_relying_party(env: Env) -> None:
         assert r.status_code == 201 and r.json()["rp_id"] == "desk.example.org"
     app.state.desk.store.close()
     app = create_app(env.url, env.key, access_log=False, origin="https://desk.example.org", rp_id="example.org")
-    with TestClient(app, base_url="http://10.0.0.7:8080") as c:
+    with BrowserClient(app, base_url="http://10.0.0.7:8080", headers=proxied) as c:
         sign_in(c, ALICE)
         page = c.get("/account").text
         assert 'data-rp-id="example.org"' in page
@@ -287,7 +288,7 @@ def test_banner_and_footer_say_what_the_log_requires(env: Env, client: TestClien
     sign_in(client, ALICE)
     html = client.get("/queue").text
     assert 'id="unsigned-banner"' not in html and "carries the reviewer's own signature" in html
-    with TestClient(open_env.app) as c:
+    with BrowserClient(open_env.app) as c:
         for path in ("/signin",):
             assert 'id="unsigned-banner"' in c.get(path).text
         sign_in(c, ALICE)
@@ -362,7 +363,7 @@ def test_register_and_sign_on_each_backend(store_url: str, tmp_path: Path) -> No
     env.svc.enroll_reviewer(DANA, roles=["finance"], tools=["*"], code=CODE, admin=env.admin)
     env.desk.accounts.set_password(DANA, PASSWORD, must_change=False)
     try:
-        with TestClient(env.app, base_url="http://localhost") as client:
+        with BrowserClient(env.app, base_url="http://localhost") as client:
             csrf = sign_in(client, DANA)
             key = SoftPasskey("EdDSA")
             assert register(client, key).status_code == 201

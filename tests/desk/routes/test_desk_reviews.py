@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from deskkit import BOB, CAROL, Env, sign_in
+from deskkit import BOB, CAROL, BrowserClient, Env, sign_in
 from fastapi.testclient import TestClient
 
 HOSTILE = {
@@ -98,7 +98,7 @@ def test_approve_edit_reject_through_forms(store_url: str, tmp_path: object) -> 
     from deskkit import make_env
 
     env = make_env(store_url, tmp_path, signed=False)  # type: ignore[arg-type]
-    with TestClient(env.app) as client:
+    with BrowserClient(env.app) as client:
         _decide_through_forms(env, client)
     env.desk.store.close()
 
@@ -146,7 +146,7 @@ def test_post_without_csrf_is_refused_and_nothing_recorded(env: Env, client: Tes
 def test_csrf_token_is_bound_to_the_session(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
     alice_csrf = sign_in(client)
-    with TestClient(env.app) as other:
+    with BrowserClient(env.app) as other:
         sign_in(other, CAROL)
         r = other.post(f"/reviews/{rev.id}/approve", data={"csrf": alice_csrf})
         assert r.status_code == 403
@@ -169,14 +169,15 @@ def test_refusals_on_the_review_page(env: Env, client: TestClient) -> None:
     assert env.desk.store.size() == size and "nothing was recorded" in no_reason.text
 
 
-def test_outside_role_cannot_decide(env: Env, client: TestClient) -> None:
+def test_outside_role_is_not_there_and_cannot_be_decided(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
     csrf = sign_in(client, BOB)
-    html = client.get(f"/reviews/{rev.id}").text
-    assert 'id="outside-role"' in html and 'action="/reviews/' + rev.id + '/approve"' not in html
+    page = client.get(f"/reviews/{rev.id}")
+    assert page.status_code == 404 and rev.id not in page.text and "acct-1" not in page.text
+    size = env.desk.store.size()
     r = client.post(f"/reviews/{rev.id}/approve", data={"csrf": csrf})
-    assert r.status_code == 403 and "role does not cover" in r.text
-    assert env.svc.get(rev.id).status == "pending"
+    assert r.status_code == 404 and "acct-1" not in r.text
+    assert env.svc.get(rev.id).status == "pending" and env.desk.store.size() == size
 
 
 def test_already_decided_gets_a_clear_message(env: Env, client: TestClient) -> None:
@@ -191,3 +192,14 @@ def test_already_decided_gets_a_clear_message(env: Env, client: TestClient) -> N
 def test_unknown_review_page(env: Env, client: TestClient) -> None:
     sign_in(client)
     assert client.get("/reviews/rv_nope").status_code == 404
+
+
+def test_a_refused_edit_shows_the_changes_again(env: Env, client: TestClient) -> None:
+    """The page sends the patch without the whole args (desk.js); a refusal rebuilds them from it."""
+    rev = env.open()[0]
+    csrf = sign_in(client)
+    patch = json.dumps([{"op": "replace", "path": "/amount", "value": "not a number"}])
+    r = client.post(f"/reviews/{rev.id}/edit", data={"csrf": csrf, "patch": patch})
+    assert r.status_code == 422
+    editor = r.text.split('id="args-editor"', 1)[1].split("</textarea>", 1)[0]
+    assert "&#34;amount&#34;: &#34;not a number&#34;" in editor

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from deskkit import ALICE, CAROL, PASSWORD, Env, csrf_of, sign_in
+from deskkit import ALICE, CAROL, PASSWORD, BrowserClient, Env, csrf_of, sign_in
 from fastapi.testclient import TestClient
 
 
@@ -40,7 +40,7 @@ def test_sign_in_sets_a_strict_httponly_cookie(env: Env, client: TestClient) -> 
 
 
 def test_cookie_is_secure_over_https(env: Env) -> None:
-    with TestClient(env.app, base_url="https://testserver") as c:
+    with BrowserClient(env.app, base_url="https://testserver") as c:
         page = c.get("/signin")
         assert "Secure" in page.headers["set-cookie"]
         r = c.post(
@@ -61,17 +61,19 @@ def test_sign_in_refuses_an_open_redirect(env: Env, client: TestClient) -> None:
     assert r.headers["location"] == "/queue"
 
 
-def test_wrong_password_then_lockout(env: Env, client: TestClient) -> None:
+def test_wrong_passwords_then_the_account_waits_briefly(env: Env, client: TestClient) -> None:
+    from signoff.desk import throttle
+
     page = client.get("/signin")
     token = csrf_of(page.text)
-    for _ in range(4):
+    for _ in range(throttle.ACCOUNT_FREE - 1):
         r = client.post("/signin", data={"csrf": token, "email": "carol@example.org", "password": "nope"})
         assert r.status_code == 401 and "Wrong e-mail or password" in r.text
     r = client.post("/signin", data={"csrf": token, "email": "carol@example.org", "password": "nope"})
-    assert r.status_code == 429 and "locked" in r.text
-    # Locked: even the right password is refused now.
+    assert r.status_code == 401  # this failure starts the wait
+    # Waiting: even the right password is refused now, without being checked, and says for how long.
     r = client.post("/signin", data={"csrf": token, "email": "carol@example.org", "password": PASSWORD})
-    assert r.status_code == 429
+    assert r.status_code == 429 and "Wait" in r.text and 1 <= int(r.headers["retry-after"]) <= 60
     # Unknown accounts get the same message as wrong passwords.
     r = client.post("/signin", data={"csrf": token, "email": "nobody@example.org", "password": "x"})
     assert r.status_code == 401 and "Wrong e-mail or password" in r.text

@@ -1,0 +1,243 @@
+"""Screenshots of the real desk in Chromium, for the README: the queue, a review, the edit form,
+the outcome, and the Decided history.
+
+    .venv/bin/python tests/desk/screenshots.py [--out examples/screenshots]
+
+It runs ``desk demo`` (its scripted ADK agent proposes calls through the bridge and resumes as
+people decide), feeds it the scenarios below, decides some of them in headless Chromium through
+the pages, and saves one PNG per view (1280 px wide). ``tests/desk/test_desk_screenshots.py`` runs
+it, so the script keeps working and the pictures keep matching the pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+for p in (HERE, ROOT):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+from browserkit import Demo, launch, running_demo, sign_in, wait_until  # noqa: E402
+
+OUT = ROOT / "examples" / "screenshots"
+SHOTS = ("queue.png", "review.png", "edit.png", "outcome.png", "history.png")
+WIDTH, HEIGHT = 1280, 860
+
+SCENARIOS: list[dict[str, Any]] = [
+    {
+        "prompt": "Pay invoice #1042 from ACME GmbH, it's due today.",
+        "say": "Invoice #1042 is EUR 1,250.00 to ACME GmbH. I'll transfer it now.",
+        "calls": [
+            (
+                "transfer_money",
+                {
+                    "amount": 1250.0,
+                    "currency": "EUR",
+                    "to_account": "DE89 3704 0044 0532 0130 00",
+                    "memo": "Invoice 1042",
+                },
+            )
+        ],
+    },
+    {
+        "prompt": "Tell Dana the Q3 numbers are final.",
+        "say": "I'll e-mail Dana.",
+        "calls": [
+            (
+                "send_email",
+                {
+                    "to": "dana@example.com",
+                    "subject": "Q3 numbers are final",
+                    "body": "Hi Dana,\n\nthe Q3 numbers are final and in the shared folder.\n\nBest",
+                },
+            )
+        ],
+    },
+    {
+        "prompt": "Refund order 5512 and let the customer know.",
+        "say": "Two steps: refund EUR 89.90 and send the customer an e-mail.",
+        "calls": [
+            (
+                "transfer_money",
+                {
+                    "amount": 89.9,
+                    "currency": "EUR",
+                    "to_account": "NL91 ABNA 0417 1643 00",
+                    "memo": "Refund order 5512",
+                },
+            ),
+            (
+                "send_email",
+                {
+                    "to": "customer5512@example.net",
+                    "subject": "Your refund",
+                    "body": "We refunded EUR 89.90 for order 5512.",
+                },
+            ),
+        ],
+    },
+    {
+        "prompt": "Customer 7781 asked us to erase their data (GDPR).",
+        "say": "Deleting customer 7781's record as requested.",
+        "calls": [("delete_record", {"table": "customers", "record_id": "7781"})],
+    },
+    {
+        "prompt": "Raise the card limit on account ACC-204.",
+        "say": "The tool will ask which daily limit to set.",
+        "calls": [("set_daily_limit", {"account": "ACC-204"})],
+    },
+    {
+        "prompt": "Send the weekly status report to the team.",
+        "say": "Sending the weekly report.",
+        "calls": [
+            (
+                "send_email",
+                {"to": "team@example.com", "subject": "Weekly status, week 48", "body": "All green; details attached."},
+            )
+        ],
+    },
+    {
+        "prompt": "Wire the quarterly rent to the landlord.",
+        "say": "Transferring the Q4 rent.",
+        "calls": [
+            (
+                "transfer_money",
+                {
+                    "amount": 99999.0,
+                    "currency": "EUR",
+                    "to_account": "FR76 3000 6000 0112 3456 7890 189",
+                    "memo": "Rent Q4",
+                },
+            )
+        ],
+    },
+]
+
+
+def _pending(demo: Demo) -> list[Any]:
+    from signoff.audit import ReviewService, open_store
+
+    store = open_store(demo.store_url)
+    try:
+        return ReviewService(store).pending(limit=100)
+    finally:
+        store.close()
+
+
+def _find(demo: Demo, tool: str, marker: str) -> Any:  # markers are ASCII
+    return wait_until(
+        lambda: next(
+            (
+                r
+                for r in _pending(demo)
+                if r.call.tool == tool and marker in json.dumps(r.call.args, ensure_ascii=False)
+            ),
+            None,
+        ),
+        20,
+        f"the {tool} review with {marker!r}",
+    )
+
+
+def _shot(page: Any, path: Path, *, full: bool = False) -> None:
+    page.wait_for_timeout(150)  # countdowns and live badges settle
+    page.screenshot(path=str(path), full_page=full)
+
+
+def take(out: Path, directory: Path) -> list[Path]:
+    """Run the demo in ``directory`` and write the screenshots to ``out``."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    with running_demo(directory, host="localhost") as demo, sync_playwright() as p:
+        browser = launch(p)
+        page = sign_in(browser, demo, demo.email, demo.password)
+        page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
+        for s in SCENARIOS:
+            demo.propose(*[(name, args) for name, args in s["calls"]], prompt=s["prompt"])
+            time.sleep(0.15)  # keep the queue in the scenarios' order
+        transfer = _find(demo, "transfer_money", "Invoice 1042")
+        email = _find(demo, "send_email", "Dana")
+        _find(demo, "transfer_money", "Refund order 5512")
+        _find(demo, "send_email", "customer5512")
+        delete = _find(demo, "delete_record", "7781")
+        weekly = _find(demo, "send_email", "Weekly status")
+        limit = _find(demo, "set_daily_limit", "ACC-204")
+        rent = _find(demo, "transfer_money", "Rent Q4")
+
+        # Decide a few first, so the queue's "Just decided" panel and the history have something to show.
+        page.goto(f"{demo.url}/reviews/{delete.id}")
+        page.click(".tab[data-tab=reject]")
+        page.fill("#reject-form textarea[name=reason]", "We keep records for 10 years (HGB §257); ask Legal first.")
+        page.click("#reject-btn")
+        page.wait_for_selector("#decision-done")
+        page.goto(f"{demo.url}/reviews/{weekly.id}")
+        page.click("#approve-btn")
+        page.wait_for_selector("#decision-done")
+        page.wait_for_selector("#o-reply.done", timeout=20_000)
+
+        page.goto(f"{demo.url}/queue")
+        page.wait_for_selector("#live[data-state=live]")
+        page.wait_for_selector(".recent-item")
+        _shot(page, out / "queue.png", full=True)
+
+        page.goto(f"{demo.url}/reviews/{transfer.id}")
+        _shot(page, out / "review.png")
+
+        page.goto(f"{demo.url}/reviews/{email.id}")
+        page.click(".tab[data-tab=edit]")
+        body = page.locator('[data-editor="args"] [data-field][data-name="body"] textarea')
+        body.fill("Hi Dana,\n\nthe Q3 numbers are final; they are in Finance › Reports › Q3.\n\nBest,\nSam")
+        page.fill("#edit-form textarea[name=rationale]", "Point Dana to the right folder.")
+        page.evaluate(
+            "window.scrollTo(0, document.getElementById('decide').getBoundingClientRect().top + window.scrollY - 70)"
+        )
+        _shot(page, out / "edit.png")
+
+        page.click("#edit-btn")
+        page.wait_for_selector("#decision-done")
+        page.wait_for_selector("#o-tool.done", timeout=20_000)
+        page.wait_for_selector("#o-reply.done", timeout=20_000)
+        page.evaluate("window.scrollTo(0, 0)")
+        _shot(page, out / "outcome.png", full=True)
+
+        # Two more decisions, so the history shows an answer to a tool's own question and a refusal.
+        page.goto(f"{demo.url}/reviews/{limit.id}")
+        page.locator('[data-editor="approve-payload"] [data-name="limit"] input').fill("750")
+        page.fill("#approve-form textarea[name=rationale]", "Agreed with the account owner.")
+        page.click("#approve-btn")
+        page.wait_for_selector("#decision-done")
+        page.goto(f"{demo.url}/reviews/{rent.id}")
+        page.click(".tab[data-tab=reject]")
+        page.fill("#reject-form textarea[name=reason]", "Rent is EUR 9,999.00, not 99,999.00; please check the lease.")
+        page.click("#reject-btn")
+        page.wait_for_selector("#decision-done")
+        page.wait_for_selector("#o-resumed.done", timeout=20_000)
+
+        page.goto(f"{demo.url}/decided")
+        _shot(page, out / "history.png")
+        browser.close()
+    return [out / name for name in SHOTS]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the PNGs go (default {OUT.relative_to(ROOT)})")
+    a = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="signoff-shots-") as tmp:
+        for path in take(a.out, Path(tmp)):
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
