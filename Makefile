@@ -28,6 +28,7 @@ bench: install
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python tests/benchmarks/audit_bench.py
 	$(BIN)/python tests/benchmarks/bridge_bench.py
+	$(BIN)/python tests/benchmarks/gate_bench.py
 	$(BIN)/python tests/benchmarks/desk_bench.py
 	$(BIN)/python tests/benchmarks/notify_bench.py
 	$(BIN)/python tests/benchmarks/scale_bench.py

@@ -11,9 +11,11 @@ with ``verifier`` and ``verify_projection``) and ``cli`` (``audit``).
 from signoff.audit.canonical import canonical, digest
 from signoff.audit.entry import Entry
 from signoff.audit.errors import (
+    AlreadyApproved,
     AlreadyResumed,
     AuditError,
     CanonicalFormError,
+    Claimed,
     DeadlinePassed,
     DuplicateReview,
     ExecutionMismatch,
@@ -23,10 +25,12 @@ from signoff.audit.errors import (
     LogNotFound,
     MissingReason,
     NotAllowed,
+    OtherAnswer,
     PatchFailed,
     ReviewClosed,
     ReviewError,
     SchemaViolation,
+    StaleRound,
     StoreError,
     UnknownFrontier,
     UnknownReview,
@@ -38,11 +42,13 @@ from signoff.audit.schema import check_args
 from signoff.audit.store import Checkpoint, LogInfo, Store, open_store
 
 __all__ = [
+    "AlreadyApproved",
     "AlreadyResumed",
     "AuditError",
     "CallSpec",
     "CanonicalFormError",
     "Checkpoint",
+    "Claimed",
     "DeadlinePassed",
     "DuplicateReview",
     "Entry",
@@ -55,6 +61,7 @@ __all__ = [
     "LogNotFound",
     "MissingReason",
     "NotAllowed",
+    "OtherAnswer",
     "PatchFailed",
     "Policy",
     "Review",
@@ -64,6 +71,7 @@ __all__ = [
     "ReviewerInfo",
     "SchemaViolation",
     "Signer",
+    "StaleRound",
     "Store",
     "StoreError",
     "UnknownFrontier",

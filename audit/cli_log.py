@@ -26,7 +26,7 @@ from signoff.audit.keys import read_private_key
 from signoff.audit.merkle import ProofError
 from signoff.audit.proofs import KIND as PROOF_KIND
 from signoff.audit.proofs import build_inclusion, check_inclusion, consistency
-from signoff.audit.review_queries import ReviewQueries
+from signoff.audit.review_queries import ReviewQueries, Stalled
 from signoff.audit.reviews import ReviewService
 from signoff.audit.store import open_store
 from signoff.audit.verify import Report, load_checkpoint, verify_file, verify_store
@@ -91,6 +91,12 @@ def _report(args: argparse.Namespace, report: Report) -> int:
                 print(f"   {note}")
             if report.checkpoints:
                 print(f"   {report.checkpoints} checkpoint(s) checked")
+            for item in report.stalled:
+                print(
+                    f"   warning: {item['review']} ({item['tool']}) {item['status']}, run resumed at "
+                    f"{item['resumed_at']} by {item['resumed_by']}, but its tool has not run: session "
+                    f"{item['session']}, invocation {item['invocation']}"
+                )
         else:
             assert report.failure is not None
             print(f"TAMPERED or INVALID: {report.failure}", file=sys.stderr)
@@ -159,7 +165,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
         incremental=args.incremental,
         jobs=jobs,
     )
+    if args.stalled_after is not None and report.ok:
+        report.stalled = [_stalled_json(item) for item in ReviewService(store).stalled(args.stalled_after)]
     return _report(args, report)
+
+
+def _stalled_json(item: Stalled) -> dict[str, Any]:
+    review = item.review
+    return {
+        "review": review.id, "tool": review.tool, "status": review.status, "session": review.call.session,
+        "invocation": review.call.invocation, "resumed_seq": item.claim.seq, "resumed_at": item.claim.at,
+        "resumed_by": str(item.claim.body.get("via") or item.claim.actor),
+    }  # fmt: skip
 
 
 def _looks_like_an_entry(line: bytes) -> bool:
@@ -339,6 +356,13 @@ def register(sub: Any) -> None:
         help="with --against: trust the entries the kept checkpoint covers (its root proves them); check later ones",
     )
     ver.add_argument("--log-key", help="pin the log's public key (ed25519:<base64>)")
+    ver.add_argument(
+        "--stalled-after",
+        type=float,
+        metavar="SECONDS",
+        help="also warn about approved calls whose run resumed this long ago and whose tool has not run "
+        "(a warning: the exit status stays 0 when the log is intact)",
+    )
     ver.add_argument(
         "--jobs",
         type=int,

@@ -76,6 +76,14 @@ def replay(review_id: str, opened: Entry, own: Sequence[Entry]) -> _Replay:
         if item.seq <= opened.seq or state.closing is not None:
             continue
         if item.kind == "review.escalated":
+            due = policies.escalation_due(policy.escalate, policy.deadline_seconds, opened.at)
+            wanted = (policy.escalate or {}).get("to_role")
+            if due is None or item.at < due or item.body.get("role") != wanted:
+                state.problem = (
+                    f"review {review_id}: the escalation at seq {item.seq} is not its policy's "
+                    f"(to {wanted!r} from {due}), found to {item.body.get('role')!r} at {item.at}"
+                )
+                break
             state.escalated_role = str(item.body.get("role"))
         elif item.kind == "review.claimed":
             state.claim = (str(item.body.get("reviewer")), str(item.body.get("until")))
@@ -153,6 +161,7 @@ def review_from_entries(review_id: str, own: Sequence[Entry], resumed: bool) -> 
         round_args=state.args if closing is None else None,
         escalated_role=state.escalated_role,
         claim=state.claim,
+        round_payload=state.approvals[0].body.get("payload") if closing is None and state.approvals else None,
     )
 
 

@@ -131,6 +131,31 @@ class DuplicateReview(ReviewError):
     rule = 1
 
 
+class Claimed(ReviewClosed):
+    """Someone else's claim ("I'm on it") on the review still holds."""
+
+    def __init__(self, review_id: str, reviewer: str, until: str) -> None:
+        self.reviewer = reviewer
+        self.until = until
+        super().__init__(review_id, f"claimed by {reviewer} until {until}")
+
+
+class AlreadyApproved(NotAllowed):
+    """This person approved the review's current round already (a quorum needs different people)."""
+
+
+class StaleRound(ExecutionMismatch):
+    """A decision names a round the review has left (someone edited it since)."""
+
+    rule = 2
+
+
+class OtherAnswer(ExecutionMismatch):
+    """A round's later approval gives another answer to the tool's own question than its first did."""
+
+    rule = 2
+
+
 class InvalidEntry(AuditError, ValueError):
     """An entry's fields are malformed (bad actor, kind or body field)."""
 

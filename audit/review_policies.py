@@ -89,6 +89,8 @@ class ReviewPolicies(Reviewers):
 
     def set_policy(self, body: dict[str, Any], *, admin: Signer, actor: str | None = None) -> Entry:
         """``policy.set`` (signed by an admin): add or replace the policy named ``body["policy"]``."""
+        bounded(body, "$.policy", MAX_ARGS_BYTES)
+        check(body, "$.policy")
         policies.parse(body)  # refuse a bad policy before anything is written
         writer = actor or self._admin_actor(admin)
 
@@ -160,12 +162,13 @@ class ReviewPolicies(Reviewers):
 
     # -- escalation ----------------------------------------------------------------------
 
-    def escalate_due(self, now: datetime | None = None, *, actor: str = SERVICE) -> list[str]:
-        """Escalate every open review whose policy's escalation time has passed (``review.escalated``)."""
+    def escalate_due(self, *, actor: str = SERVICE) -> list[str]:
+        """Escalate every open review whose policy's escalation time has passed by the log's clock
+        (``review.escalated``); the entry's own time is the time checked, as ``audit verify`` checks it."""
         check_actor(actor)
 
         def work(tx: Tx) -> list[str]:
-            at = tx.at if now is None else max(tx.at, format_time(now))
+            at = tx.at
             done = []
             for row in tx.rows(_OPEN_WITH_ESCALATION, tx.log, _ESCALATES):
                 data = json.loads(row.data)

@@ -117,6 +117,7 @@ class Review:
     round_args: dict[str, Any] | None = None  # the args the current round approves
     escalated_role: str | None = None
     claim: tuple[str, str] | None = None  # (reviewer, until): "I'm on it"
+    round_payload: Any = None  # the answer the round's first approval gave (its later ones must give it too)
 
     @property
     def approvals_needed(self) -> int:
@@ -173,6 +174,7 @@ def review_from_row(row: Any, resumed: bool) -> Review:
         round_args=progress.get("args") or (call.args if row.status == "pending" else None),
         escalated_role=data.get("escalated_role"),
         claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,
+        round_payload=progress.get("payload") if row.status == "pending" else None,
     )
 
 

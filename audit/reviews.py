@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select, update
@@ -23,7 +23,14 @@ from signoff.audit import decision, rules
 from signoff.audit.canonical import check, digest
 from signoff.audit.decided import review_from_entries
 from signoff.audit.entry import Entry, check_actor, format_time
-from signoff.audit.errors import DuplicateReview, InvalidEntry, MissingReason, NotAllowed, UnknownFrontier
+from signoff.audit.errors import (
+    DuplicateReview,
+    InvalidEntry,
+    MissingReason,
+    NotAllowed,
+    StaleRound,
+    UnknownFrontier,
+)
 from signoff.audit.keys import Signer
 from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
 from signoff.audit.review_policies import ReviewPolicies, check_policies, effective
@@ -243,13 +250,17 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         payload: Any = None,
         sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
+        round: int | None = None,
     ) -> Review:
-        """Approve the args as opened (``review.approved``); ``payload`` answers the tool's own question."""
+        """Approve the args as opened, or as the round's edit left them (``review.approved``); ``payload``
+        answers the tool's own question. ``round``: the round the person saw; a review edited since is
+        refused (:class:`StaleRound`), in the same transaction."""
         bounded_text(rationale, "$.rationale")
         if payload is not None:
             bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
 
         def body(state: rules.ReviewState) -> dict[str, Any]:
+            _check_round(review_id, state, round)
             return decision.approve_body(review_id, state.args_digest, rationale, payload, _round_of(state))
 
         return self._decide(review_id, "review.approved", reviewer, body, sig, signer)
@@ -264,14 +275,17 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         payload: Any = None,
         sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
+        round: int | None = None,
     ) -> Review:
-        """Approve patched args (``review.edited``): the RFC 6902 patch is stored exactly as given."""
+        """Approve patched args (``review.edited``): the RFC 6902 patch is stored exactly as given, and
+        applies to the round's args. ``round``: as for :meth:`approve`."""
         bounded_patch(patch)
         bounded_text(rationale, "$.rationale")
         if payload is not None:
             bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
 
         def body(state: rules.ReviewState) -> dict[str, Any]:
+            _check_round(review_id, state, round)
             assert state.args is not None
             result = rules.patched_args(state.args, patch)
             bounded(result, "$.args", MAX_ARGS_BYTES)
@@ -313,12 +327,13 @@ class ReviewService(ReviewQueries, ReviewPolicies):
 
         return self.store.transact(work)
 
-    def expire_due(self, now: datetime | None = None, *, actor: str = SERVICE) -> list[Review]:
-        """Expire every open review whose deadline has passed (``review.expired``), in one transaction."""
+    def expire_due(self, *, actor: str = SERVICE) -> list[Review]:
+        """Expire every open review whose deadline has passed by the log's clock (``review.expired``), in
+        one transaction. The entry's own time is the time checked (rule 4), so ``audit verify`` agrees."""
         check_actor(actor)
 
         def work(tx: Tx) -> list[str]:
-            at = tx.at if now is None else max(tx.at, format_time(now))
+            at = tx.at
             rows = tx.conn.execute(
                 select(ReviewRow)
                 .where(
@@ -425,6 +440,14 @@ def result_fields(result: Any) -> dict[str, str]:
         text = repr(result)
         fingerprint = digest(text)
     return {"result_digest": fingerprint, "result_preview": text[:MAX_PREVIEW]}
+
+
+def _check_round(review_id: str, state: rules.ReviewState, seen: int | None) -> None:
+    if seen is not None and seen != state.round:
+        raise StaleRound(
+            f"review {review_id}: expected a decision on round {state.round} (someone edited it since you saw "
+            f"it; look at it again), found round {seen}"
+        )
 
 
 def _round_of(state: rules.ReviewState) -> int | None:

@@ -16,14 +16,18 @@ import jsonpatch
 from signoff.audit.canonical import check, digest
 from signoff.audit.entry import OUTCOMES
 from signoff.audit.errors import (
+    AlreadyApproved,
     AlreadyResumed,
+    Claimed,
     DeadlinePassed,
     ExecutionMismatch,
     FrontierNotReady,
     MissingReason,
     NotAllowed,
+    OtherAnswer,
     PatchFailed,
     ReviewClosed,
+    StaleRound,
     UnknownReview,
 )
 from signoff.audit.schema import check_args
@@ -151,7 +155,7 @@ def decide(
     check_deadline(current, at)
     quorum = current.approvals_needed > 1
     if quorum and kind != "review.rejected" and body.get("round") != current.round:
-        raise ExecutionMismatch(
+        raise StaleRound(
             f"review {review_id}: expected a decision on round {current.round} (it needs "
             f"{current.approvals_needed} approvals), found round {body.get('round')!r}"
         )
@@ -162,12 +166,12 @@ def decide(
                 f"found {body.get('args_digest')}"
             )
         if actor in current.approvers:
-            raise NotAllowed(
+            raise AlreadyApproved(
                 f"review {review_id}: expected approvals by {current.approvals_needed} different people, "
                 f"found {actor} approving round {current.round} twice"
             )
         if current.approvers and body.get("payload") != current.round_payload:
-            raise ExecutionMismatch(
+            raise OtherAnswer(
                 f"review {review_id}: expected the same answer as the round's earlier approval "
                 f"({current.round_payload!r}), found {body.get('payload')!r}; edit to change it"
             )
@@ -242,7 +246,7 @@ def claim(
     if not isinstance(until, str) or until <= at:
         raise NotAllowed(f"review {review_id}: expected a claim that lasts past {at}, found until {until!r}")
     if current.claim is not None and current.claim[0] != reviewer and current.claim[1] > at:
-        raise ReviewClosed(review_id, f"claimed by {current.claim[0]} until {current.claim[1]}")
+        raise Claimed(review_id, current.claim[0], current.claim[1])
     return replace(current, claim=(reviewer, until))
 
 

@@ -37,6 +37,7 @@ class ReviewFacts:
     decided: tuple[Any, ...] = (None, None, None)  # (seq, by, at)
     executed_seq: int | None = None
     data_digest: str | None = None  # digest of the projection's data once closed
+    simple: bool = False  # the opening entry took parse_canonical's fast path (no floats, no astral chars)
 
     @property
     def decided_seq(self) -> int | None:
@@ -409,7 +410,7 @@ class Verifier:
             seq, at,
             call["args_digest"], body.get("deadline"),
         )  # fmt: skip
-        self.reviews[review_id] = ReviewFacts(state, frontier_id, rules.opened_data(body), fixed)
+        self.reviews[review_id] = ReviewFacts(state, frontier_id, rules.opened_data(body), fixed, simple=self._simple)
         front = self.frontiers.get(frontier_id)
         if _small(frontier_id) in self.closed_frontiers:
             raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
@@ -527,7 +528,8 @@ class Verifier:
         facts.state = state
         facts.decided = (seq, entry["actor"], entry["at"])
         data = rules.closed_data(facts.opened, entry["kind"], entry["body"], final_args, entry["actor"], seq)
-        facts.data_digest = json_digest(data)
+        # Both entries the data comes from are simple: sorted compact JSON is its RFC 8785 form.
+        facts.data_digest = fast_digest(data) if self._simple and facts.simple else json_digest(data)
         facts.opened = None
         front = self._frontier(facts.frontier)
         if front is not None:

@@ -49,6 +49,7 @@ class Report:
     checkpoints: int = 0
     failure: VerificationFailed | None = None
     notes: list[str] = field(default_factory=list)
+    stalled: list[dict[str, Any]] = field(default_factory=list)  # `audit verify --stalled-after`: warnings
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -59,6 +60,8 @@ class Report:
             "checked_from": self.checked_from,
             "checkpoints_checked": self.checkpoints,
         }
+        if self.stalled:
+            out["stalled"] = self.stalled
         if self.failure is not None:
             out["failure"] = {
                 "seq": self.failure.seq,

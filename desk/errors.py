@@ -66,14 +66,13 @@ OTHER_ANSWER = (
 
 def quorum_problem(exc: Exception) -> str | None:
     """The summary for a refused claim or quorum decision (the status stays the error class's)."""
-    text = str(exc)
-    if isinstance(exc, E.ReviewClosed) and str(getattr(exc, "status", "")).startswith("claimed by"):
+    if isinstance(exc, E.Claimed):
         return CLAIMED
-    if isinstance(exc, E.NotAllowed) and "approving round" in text and "twice" in text:
+    if isinstance(exc, E.AlreadyApproved):
         return APPROVED_TWICE
-    if isinstance(exc, E.ExecutionMismatch) and "expected a decision on round" in text:
+    if isinstance(exc, E.StaleRound):
         return OTHER_ROUND
-    if isinstance(exc, E.ExecutionMismatch) and "same answer as the round's earlier approval" in text:
+    if isinstance(exc, E.OtherAnswer):
         return OTHER_ANSWER
     return None
 

@@ -9,6 +9,7 @@ every write. Nothing here decides anything.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -17,6 +18,7 @@ from typing import Any
 from signoff.audit import rules
 from signoff.audit.entry import parse_time
 from signoff.desk.scope import OBSERVER, review_roles
+from signoff.desk.summary import cut
 
 MAX_NAMED = 8
 """People a page names as still able to approve; the rest are counted."""
@@ -55,7 +57,7 @@ class Progress:
 
     @property
     def line(self) -> str:
-        """"1 of 2 approvals: human:alice@example.org"."""
+        """The progress line: "1 of 2 approvals: human:alice@example.org"."""
         done = f"{len(self.approved_by)} of {self.needed} approvals"
         return f"{done}: {', '.join(self.approved_by)}" if self.approved_by else done
 
@@ -144,15 +146,47 @@ def editor(review: Any) -> str | None:
     return str(review.approvals[0][0])
 
 
+@dataclass(frozen=True)
+class Change:
+    """One argument the current round changed from the agent's proposal, as a person reads it."""
+
+    name: str
+    before: str | None  # None: the agent did not set it
+    after: str | None  # None: the edit removed it
+
+
+def changes(proposed: dict[str, Any], current: dict[str, Any], width: int = 80) -> list[Change]:
+    """The top-level arguments that differ between the agent's proposal and the round's args (the patch
+    in full stays next to it; this is the line a reviewer reads)."""
+
+    def text(value: Any) -> str:
+        return cut(json.dumps(value, ensure_ascii=False, sort_keys=True), width)
+
+    out = []
+    for name in [*proposed, *(k for k in current if k not in proposed)]:
+        if name in proposed and name in current and proposed[name] == current[name]:
+            continue
+        out.append(
+            Change(
+                str(name),
+                text(proposed[name]) if name in proposed else None,
+                text(current[name]) if name in current else None,
+            )
+        )
+    return out
+
+
 def signed_round(review: Any) -> int | None:
     """The ``round`` a decision body names: only on a review that needs several people."""
     return int(review.round) if int(getattr(review, "approvals_needed", 1) or 1) > 1 else None
 
 
 __all__ = [
+    "Change",
     "Claim",
     "Progress",
     "active_claim",
+    "changes",
     "editor",
     "may_approve",
     "progress",

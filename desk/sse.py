@@ -9,6 +9,11 @@ Events (the page inserts their strings with ``textContent``):
 
 * ``opened``: a new review, with its plain-words summary (desk/summary.py);
 * ``closed``: a review was decided, expired or withdrawn;
+* ``approval``: an approval (or an edit, which starts a new round) toward a quorum that did not decide
+  the review yet: who has approved the round so far, and how many are needed;
+* ``claimed``: a reviewer said "I'm on it", until a time;
+* ``escalated``: a review was handed to another role too; ``new`` tells a reader who did not see it
+  before (its role is the one escalated to) that it is new to them;
 * ``resumed``: the agent's run was resumed with the answers of a frontier;
 * ``executed``: a tool ran, with a short preview of its result;
 * ``replied``: the agent's next words after the resumed run;
@@ -30,6 +35,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import select
+from sqlmodel import col
+
+from signoff.audit.tables import ReviewRow
 from signoff.desk import summary as summaries
 from signoff.desk.scope import Scope, ToolRoles, entry_subject_ids
 
@@ -48,10 +57,87 @@ CLOSING_KINDS = {
     "review.auto_approved": "auto_approved",
 }
 REVIEWER_KINDS = {"reviewer.disabled": "disabled", "reviewer.enrolled": "roles changed"}
+QUORUM_KINDS = ("review.approved", "review.edited")
+SHORT = 200  # characters of an actor or role name an event carries
+TIME = 32  # characters of a log time ("2026-11-30T14:00:00.123456Z")
 
 
-def event_of(entry: Any) -> dict[str, Any] | None:
-    """The event a browser gets for one log entry (ids, short strings and the bounded previews)."""
+def quorum_decision(entry: Any) -> bool:
+    """An approval or edit on a review that needs several people (its body names the ``round``): whether it
+    decided the review depends on the approvals before it, which the review's projection row tells."""
+    return entry.kind in QUORUM_KINDS and "round" in (entry.body or {})
+
+
+def _needed(data: dict[str, Any]) -> int:
+    try:
+        return max(1, int((data.get("policy") or {}).get("approvals", 1) or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _round_approvers(data: dict[str, Any], seq: int) -> list[str] | None:
+    """Who had approved the round of the decision at ``seq`` once it was written (it first, after an edit);
+    None when the row has moved on to a later round (later events say the rest)."""
+    listed = (data.get("progress") or {}).get("approvals") or data.get("approvals") or []
+    seqs = [a.get("seq") for a in listed if isinstance(a, dict)]
+    if seq not in seqs:
+        return None
+    return [str(a.get("by")) for a in listed if isinstance(a, dict) and int(a.get("seq", -1)) <= seq]
+
+
+def _approval_event(entry: Any, row: Any) -> dict[str, Any]:
+    """A quorum's approval (or edit) that left the review open."""
+    body = entry.body or {}
+    data = json.loads(row.data) if row is not None else {}
+    edited = entry.kind == "review.edited"
+    try:
+        round_ = int(body.get("round", 0)) + (1 if edited else 0)  # an edit opens the next round
+    except (TypeError, ValueError):
+        round_ = 0
+    ev: dict[str, Any] = {
+        "type": "approval",
+        "seq": entry.seq,
+        "review": body.get("review"),
+        "actor": entry.actor,
+        "kind": CLOSING_KINDS[entry.kind],
+        "round": round_,
+        "needed": _needed(data) if row is not None else None,
+        "approvals": _round_approvers(data, entry.seq),
+    }
+    progress = data.get("progress") or {}
+    if edited and isinstance(progress.get("args"), dict) and int(progress.get("round", 0)) == round_:
+        call = {**(data.get("call") or {}), "args": progress["args"]}  # the queue row reads as the new round
+        found = summaries.of_call_json(call)
+        ev["headline"], ev["lead"] = found.headline, found.lead
+    return ev
+
+
+def _escalated_event(entry: Any, row: Any) -> dict[str, Any]:
+    """An escalation, with what a queue needs to list the review for a reader new to it."""
+    body = entry.body or {}
+    role = str(body.get("role") or "")[:SHORT]
+    ev: dict[str, Any] = {"type": "escalated", "seq": entry.seq, "review": body.get("review"), "role": role}
+    if row is not None:
+        data = json.loads(row.data)
+        call = data.get("call") or {}
+        ev.update(
+            {
+                "frontier": row.frontier,
+                "tool": call.get("tool", ""),
+                "agent": call.get("agent", ""),
+                "opened_at": row.opened_at,
+                "deadline": row.deadline,
+                "needed": _needed(data),
+                **summaries.of_call_json(call).to_json(),
+            }
+        )
+    return ev
+
+
+def event_of(entry: Any, row: Any = None) -> dict[str, Any] | None:
+    """The event a browser gets for one log entry (ids, short strings and the bounded previews). ``row`` is
+    the review's projection row, read after the entry committed: it says whether an approval toward a
+    quorum decided the review (then ``closed``, else ``approval``), and what an escalated review is."""
     body = entry.body or {}
     if entry.kind == "review.opened":
         call = body.get("call") or {}
@@ -64,8 +150,21 @@ def event_of(entry: Any) -> dict[str, Any] | None:
             "agent": call.get("agent", ""),
             "opened_at": entry.at,
             "deadline": body.get("deadline"),
+            "needed": _needed(body),
             **summaries.of_call_json(call).to_json(),
         }
+    if quorum_decision(entry) and (row is None or row.decided_seq != entry.seq):
+        return _approval_event(entry, row)
+    if entry.kind == "review.claimed":
+        return {
+            "type": "claimed",
+            "seq": entry.seq,
+            "review": body.get("review"),
+            "reviewer": str(body.get("reviewer") or "")[:SHORT],
+            "until": str(body.get("until") or "")[:TIME],
+        }
+    if entry.kind == "review.escalated":
+        return _escalated_event(entry, row)
     if entry.kind in CLOSING_KINDS:
         return {
             "type": "closed",
@@ -105,6 +204,7 @@ def event_of(entry: Any) -> dict[str, Any] | None:
 
 
 About = list[tuple[str, tuple[str | None, ...]]] | None
+Event = tuple[dict[str, Any], About, About]  # the event, whom it is about, and (escalations) whom it was about before
 
 
 @dataclass(eq=False)
@@ -175,23 +275,55 @@ class Broker:
 
     def _fan_out(self, entries: list[Any], size: int) -> None:
         events = self._events(entries, end_streams=True)
-        events.append(({"type": "log", "size": size}, None))
+        events.append(({"type": "log", "size": size}, None, None))
         with self._lock:
             subs = list(self._subs)
         for sub in subs:
-            for ev, about in events:
-                if self._sees(sub.scope, about):
-                    self._put(sub, ev)
+            for ev, about, before in events:
+                shown = self._for(sub.scope, ev, about, before)
+                if shown is not None:
+                    self._put(sub, shown)
 
     @staticmethod
     def _sees(scope: Scope | None, about: list[tuple[str, tuple[str | None, ...]]] | None) -> bool:
         return about is None or scope is None or any(scope.sees(t, r) for t, r in about)
 
-    def _events(self, entries: list[Any], *, end_streams: bool) -> list[tuple[dict[str, Any], About]]:
+    @classmethod
+    def _for(cls, scope: Scope | None, ev: dict[str, Any], about: About, before: About) -> dict[str, Any] | None:
+        """The event as this reader gets it: None when it is about reviews they do not see; an escalation
+        says ``new`` to a reader who did not see the review before it."""
+        if not cls._sees(scope, about):
+            return None
+        if before is not None and scope is not None and not cls._sees(scope, before):
+            return {**ev, "new": True}
+        return ev
+
+    def _rows(self, entries: list[Any]) -> dict[str, Any]:
+        """The projection rows of the reviews whose events need them (quorum decisions, escalations)."""
+        ids = list(
+            dict.fromkeys(
+                str((e.body or {}).get("review")) for e in entries if quorum_decision(e) or e.kind == "review.escalated"
+            )
+        )
+        if not ids:
+            return {}
+        query = select(
+            col(ReviewRow.id),
+            col(ReviewRow.decided_seq),
+            col(ReviewRow.frontier),
+            col(ReviewRow.opened_at),
+            col(ReviewRow.deadline),
+            col(ReviewRow.data),
+        ).where(col(ReviewRow.log) == self.store.log_id, col(ReviewRow.id).in_(ids))
+        with self.store.read_engine.connect() as conn:
+            return {str(row.id): row for row in conn.execute(query)}
+
+    def _events(self, entries: list[Any], *, end_streams: bool) -> list[Event]:
         """Each entry's event, with the (tool, roles) of the reviews it is about (None: about none)."""
-        events: list[tuple[dict[str, Any], About]] = []
+        events: list[Event] = []
         reviews = [r for r in (entry_subject_ids(e)[0] for e in entries) if r]
         subjects = self.tool_roles.subjects(reviews) if reviews else {}
+        rows = self._rows(entries)
         frontiers: dict[str, list[tuple[str, tuple[str | None, ...]]]] = {}
         for entry in entries:
             if entry.kind in REVIEWER_KINDS:
@@ -199,19 +331,22 @@ class Broker:
                 if end_streams and isinstance(reviewer, str):
                     self.end(reviewer=reviewer, reason=REVIEWER_KINDS[entry.kind])
                 continue
-            ev = event_of(entry)
+            ev = event_of(entry, rows.get(str((entry.body or {}).get("review"))))
             if ev is None:
                 continue
             review, frontier = entry_subject_ids(entry)
             about: list[tuple[str, tuple[str | None, ...]]] | None = None
+            before: About = None
             if review is not None:
                 subject = subjects.get(review)
                 about = [(subject.tool, subject.roles)] if subject is not None else []
+                if entry.kind == "review.escalated" and subject is not None:
+                    before = [(subject.tool, subject.roles[:1])]  # its policy's role alone
             elif frontier is not None:
                 if frontier not in frontiers:
                     frontiers[frontier] = [(s.tool, s.roles) for s in self.tool_roles.frontier_subjects(frontier)]
                 about = frontiers[frontier]
-            events.append((ev, about))
+            events.append((ev, about, before))
         return events
 
     def _put(self, sub: Subscriber, ev: dict[str, Any]) -> None:
@@ -266,12 +401,13 @@ class Broker:
             yield f"retry: 2000\nevent: hello\ndata: {json.dumps({'size': start})}\n\n"
             if after is not None and 0 <= after < start and start - after <= CATCH_UP:
 
-                def missed() -> list[tuple[dict[str, Any], About]]:
+                def missed() -> list[Event]:
                     return self._events(list(self.store.entries(start=after, stop=start)), end_streams=False)
 
-                for old, about in await asyncio.to_thread(missed):
-                    if self._sees(scope, about):
-                        yield f"event: {old['type']}\ndata: {json.dumps(old)}\n\n"
+                for old, about, before in await asyncio.to_thread(missed):
+                    shown = self._for(scope, old, about, before)
+                    if shown is not None:
+                        yield f"event: {shown['type']}\ndata: {json.dumps(shown)}\n\n"
             last_beat = last_check = time.monotonic()
             while True:
                 wait = CHECK_SECONDS if alive is not None else heartbeat

@@ -41,11 +41,15 @@ from signoff.desk.scope import visible_entries
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or unknown API token"},
     403: {
-        "description": "The reviewer's role does not cover this tool, the reviewer is disabled, or the decision's "
-        "signature is missing or does not verify over what the server would record (nothing recorded)"
+        "description": "The reviewer's role does not cover this tool, the reviewer is disabled, the reviewer already "
+        "approved this round of a review that needs several people, or the decision's signature is missing or "
+        "does not verify over what the server would record (nothing recorded)"
     },
     404: {"description": "No such review, or one outside your roles and tools"},
-    409: {"description": "Stale or duplicate decision: already decided, expired or withdrawn; nothing recorded"},
+    409: {
+        "description": "Stale or duplicate decision: already decided, expired or withdrawn, or (with `round`) made "
+        "on a round the review has left, or an answer other than the round's first approval gave; nothing recorded"
+    },
     422: {"description": "Bad patch, schema break, missing reason or malformed JSON; nothing recorded"},
 }
 

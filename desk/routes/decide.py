@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from signoff.audit.errors import AuditError, ExecutionMismatch, NotAllowed, UnknownReview
+from signoff.audit.errors import AuditError, NotAllowed, UnknownReview
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 
@@ -69,20 +69,6 @@ def _decide(desk: Desk, who: SignedIn, review_id: str, kind: str | None, write: 
     return review
 
 
-def check_round(desk: Desk, review_id: str, shown: int | None) -> None:
-    """Refuse a decision made on a round the review has left: someone edited the args since the person
-    saw them (a new round of approvals). A signed decision names its round and fails on its own; this
-    also keeps an unsigned one (a log that allows them) from approving args nobody showed."""
-    if shown is None:
-        return
-    review = desk.svc.get(review_id)
-    if review.status == "pending" and review.approvals_needed > 1 and review.round != shown:
-        raise ExecutionMismatch(
-            f"review {review_id}: expected a decision on round {review.round} (it needs "
-            f"{review.approvals_needed} approvals), found round {shown} (the round shown to you)"
-        )
-
-
 def approve(
     desk: Desk,
     who: SignedIn,
@@ -92,9 +78,10 @@ def approve(
     sig: Sig = None,
     shown_round: int | None = None,
 ) -> Any:
-    def write() -> Any:
-        check_round(desk, review_id, shown_round)
-        return desk.svc.approve(review_id, reviewer=who.reviewer, rationale=rationale, payload=payload, sig=sig)
+    def write() -> Any:  # a round the review has left is refused in the write transaction (StaleRound)
+        return desk.svc.approve(
+            review_id, reviewer=who.reviewer, rationale=rationale, payload=payload, sig=sig, round=shown_round
+        )
 
     return _decide(desk, who, review_id, "approved", write)
 
@@ -110,9 +97,14 @@ def edit(
     shown_round: int | None = None,
 ) -> Any:
     def write() -> Any:
-        check_round(desk, review_id, shown_round)
         return desk.svc.edit(
-            review_id, reviewer=who.reviewer, patch=patch, rationale=rationale, payload=payload, sig=sig
+            review_id,
+            reviewer=who.reviewer,
+            patch=patch,
+            rationale=rationale,
+            payload=payload,
+            sig=sig,
+            round=shown_round,
         )
 
     return _decide(desk, who, review_id, "edited", write)

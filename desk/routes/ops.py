@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from signoff.desk.deps import DeskDep
+from signoff.desk.metrics import CONTENT_TYPE
 from signoff.desk.models import Health
 
 router = APIRouter(tags=["operations"])
@@ -22,7 +23,7 @@ def healthz(desk: DeskDep) -> Health:
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(desk: DeskDep) -> PlainTextResponse:
     """Prometheus text exposition format 0.0.4."""
-    return PlainTextResponse(desk.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    return PlainTextResponse(desk.metrics.render(), media_type=CONTENT_TYPE)
 
 
 @router.get("/api/docs", include_in_schema=False, response_class=HTMLResponse)

@@ -106,7 +106,10 @@ def queue(
         page = pages
         items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
     coord = {
-        i.id: {"progress": quorum.progress(i.review, who.reviewer), "claim": quorum.active_claim(i.review, who.reviewer)}
+        i.id: {
+            "progress": quorum.progress(i.review, who.reviewer),
+            "claim": quorum.active_claim(i.review, who.reviewer),
+        }
         for i in items
     }
     return render(
@@ -245,8 +248,13 @@ def outcome_ctx(desk: Desk, review: Any, entries: list[Any], open_siblings: int 
         "stalled_for": stalled_for,
         "open_siblings": open_siblings,
         "decision_sig": sig,
-        "signed_by": {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str(sig.get("alg"))) if sig else None,
+        "signed_by": _signed_with(sig),
     }
+
+
+def _signed_with(sig: dict[str, Any] | None) -> str | None:
+    """What signed a decision, in words ("passkey", "key file"); None when it is unsigned."""
+    return {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str(sig.get("alg"))) if sig else None
 
 
 def progress_ctx(desk: Desk, who: SignedIn, review: Any, entries: list[Any]) -> dict[str, Any]:
@@ -262,12 +270,10 @@ def progress_ctx(desk: Desk, who: SignedIn, review: Any, entries: list[Any]) -> 
         "claim": quorum.active_claim(review, who.reviewer),
         "may_claim": desk.scope(who).may_decide(review),
         # A round's later approvals must give its first one's answer (audit.rules.decide).
-        "round_answer": first.body.get("payload") if first is not None else None,
+        "round_answer": review.round_payload,
         "round_edit": edit,
         "my_approval": mine,
-        "my_approval_by": {"WebAuthn": "passkey", "Ed25519": "key file"}.get(str((mine.sig or {}).get("alg")))
-        if mine is not None
-        else None,
+        "my_approval_by": _signed_with(mine.sig if mine is not None else None),
     }
 
 
@@ -309,6 +315,7 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
         "signing": signing,
         "args": args,
         "round_digest": digest(args),
+        "changes": quorum.changes(call.args, args) if review.status == "pending" and review.round else [],
         "answer": answer,
         "round_arg_names": summaries.ordered(args, call.tool_schema),
         "arg_fields": forms.arg_fields(call.tool_schema, args),
@@ -358,17 +365,16 @@ def review_outcome(request: Request, desk: DeskDep, who: PageReviewer, review_id
 
 @router.get("/reviews/{review_id}/progress")
 def review_progress(request: Request, desk: DeskDep, who: PageReviewer, review_id: str) -> HTMLResponse:
-    """The approvals, claim and escalation card alone, for the review page to refresh live."""
+    """The approvals, claim and escalation card and the timeline alone, for the review page to refresh live."""
     review = visible_review(desk, who, review_id)
     entries = queries.timeline(desk.store, review)
-    ctx = {"me": me(desk, who), "csrf": who.csrf, "r": review, **progress_ctx(desk, who, review, entries)}
-    ctx["can_decide"] = ctx["may_claim"]
-    return render(request, "_progress.html", ctx)
+    ctx = {"me": me(desk, who), "csrf": who.csrf, "r": review, "timeline": entries}
+    return render(request, "_progress_live.html", {**ctx, **progress_ctx(desk, who, review, entries)})
 
 
 @router.post("/reviews/{review_id}/claim")
 def claim(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
-    """"I'm on it": a claim the others see until it lapses. It never stops anyone deciding."""
+    """Say "I'm on it": a claim the others see until it lapses. It never stops anyone deciding."""
     try:
         decide.claim(desk, who, review_id)
     except AuditError as exc:

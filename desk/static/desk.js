@@ -25,6 +25,10 @@
     document.querySelectorAll("[data-since]").forEach(function (el) {
       el.textContent = human((now - Date.parse(el.getAttribute("data-since"))) / 1000);
     });
+    // A claim ("I'm on it") lapses by itself: once its time has passed it is no longer shown.
+    document.querySelectorAll("[data-until]").forEach(function (el) {
+      if (Date.parse(el.getAttribute("data-until")) <= now) el.hidden = true;
+    });
   }
   setInterval(tick, 1000);
   document.addEventListener("DOMContentLoaded", tick);
@@ -117,6 +121,9 @@
       what.appendChild(keys);
     }
     if (ev.question) what.appendChild(el("div", "asks", "Asks you: " + cut(ev.question, 140)));
+    var coord = el("div", "coord"); coord.dataset.needed = String(ev.needed || 1);
+    if (ev.needed > 1) { var q = el("span", "q", "needs " + ev.needed + " approvals"); q.dataset.approvals = "0"; coord.appendChild(q); }
+    what.appendChild(coord);
     tr.appendChild(what);
     var since = cell(undefined, "since"); var s = el("span");
     s.setAttribute("data-since", ev.opened_at); since.appendChild(s); tr.appendChild(since);
@@ -139,7 +146,9 @@
     var byDeadline = table.dataset.sort === "deadline";
     var onLast = table.dataset.last === "yes";
     var pageSize = parseInt(table.dataset.pageSize, 10) || 50;
+    var me = table.dataset.me || "";
     function rows() { return body.querySelectorAll("tr[data-review]"); }
+    function row(id) { return body.querySelector('tr[data-review="' + CSS.escape(id) + '"]'); }
     function bump(d) { count.textContent = String(Math.max(0, parseInt(count.textContent, 10) + d)); }
     function refreshEmpty() { empty.hidden = rows().length > 0; }
     var pending = null;
@@ -207,12 +216,69 @@
         } else if (!wantTool && !wantAgent) bump(-1);
         recent();
       },
+      approval: function (ev) {
+        var tr = row(ev.review);
+        if (!tr) return;
+        var coord = coordOf(tr), needed = ev.needed || parseInt(coord.dataset.needed, 10) || 1;
+        if (ev.kind === "edited") {
+          // A new round: approvals of the earlier args no longer count; the row reads as the changed call.
+          if (ev.lead !== undefined) {
+            var lead = tr.querySelector("a.headline .lead");
+            if (lead) lead.textContent = cut(ev.lead, 120);
+          }
+          var you = coord.querySelector(".you"); if (you) you.remove();
+        }
+        if (ev.approvals) {
+          var q = part(coord, "q");
+          q.textContent = ev.approvals.length + " of " + needed + " approvals: " + ev.approvals.join(", ");
+          q.dataset.approvals = String(ev.approvals.length);
+          q.classList.add("some");
+          if (ev.approvals.indexOf(me) >= 0 && !coord.querySelector(".you")) q.after(el("span", "you", "you approved"));
+        }
+      },
+      claimed: function (ev) {
+        var tr = row(ev.review);
+        if (!tr) return;
+        var c = part(coordOf(tr), "claim");
+        var mine = ev.reviewer === me;
+        c.textContent = (mine ? "you are" : ev.reviewer + " is") + " on it until " + hhmm(ev.until);
+        c.setAttribute("data-until", ev.until);
+        c.classList.toggle("mine", mine);
+        c.hidden = false;
+        tick();
+      },
+      escalated: function (ev) {
+        var tr = row(ev.review);
+        if (!tr && ev["new"] && ev.tool) {  // handed to a role of this reader: new in their queue
+          if ((wantTool && ev.tool !== wantTool) || (wantAgent && ev.agent !== wantAgent)) return;
+          bump(1);
+          tr = queueRow(ev);
+          if (place(tr, ev)) { refreshEmpty(); tick(); } else tr = null;
+        }
+        if (tr) part(coordOf(tr), "esc").textContent = "escalated to role " + ev.role;
+      },
       resumed: recent,
       executed: recent,
       replied: recent
     });
     keysForQueue(body);
   }
+  function coordOf(tr) {
+    var c = tr.querySelector(".coord");
+    if (!c) { c = el("div", "coord"); tr.querySelector("td.what").appendChild(c); }
+    return c;
+  }
+  function part(coord, cls) {  // the row's span of one kind (approvals, escalation, claim), made when missing
+    var found = coord.querySelector("." + cls);
+    if (!found) {
+      found = el("span", cls);
+      var order = ["q", "you", "esc", "claim"], after = null;
+      order.slice(0, order.indexOf(cls)).forEach(function (c) { var x = coord.querySelector("." + c); if (x) after = x; });
+      if (after) after.after(found); else coord.prepend(found);
+    }
+    return found;
+  }
+  function hhmm(iso) { var d = new Date(Date.parse(iso)); return isNaN(d) ? "" : d.toISOString().slice(11, 16) + " UTC"; }
 
   // -- review page -----------------------------------------------------------------------
   function pointerEscape(k) { return String(k).replace(/~/g, "~0").replace(/\//g, "~1"); }
@@ -378,6 +444,15 @@
       setupEditor(box, name === "args" ? data.args : data.payload);
     });
 
+    // Live: approvals toward a quorum, a claim, an escalation (the progress card and the timeline).
+    var progressing = null;
+    function progress() {
+      if (progressing) return;
+      progressing = setTimeout(function () {
+        progressing = null;
+        refresh(["progress", "timeline-card"], "/reviews/" + encodeURIComponent(data.id) + "/progress");
+      }, 100);
+    }
     // Live: someone else decided while this page was open; and after a decision, what happened next.
     var pending = null;
     function outcome() {
@@ -393,10 +468,30 @@
         if (document.getElementById("decision-done") || document.getElementById("outcome")) { outcome(); return; }
         var box = document.getElementById("closed-live");
         box.hidden = false;
-        box.textContent = "This review was just " + ev.status + " by " + String(ev.actor) + ". Your decision would not be recorded.";
+        if ((ev.status === "approved" || ev.status === "edited") && document.querySelector('#progress[data-mine="yes"]')) {
+          // It had this reviewer's approval already: the other approval completed it.
+          box.textContent = "This review is now " + ev.status + ": " + String(ev.actor) + " gave the approval it still needed. Reload to see what happens next.";
+        } else {
+          box.textContent = "This review was just " + ev.status + " by " + String(ev.actor) + ". Your decision would not be recorded.";
+        }
         document.querySelectorAll("#decide button[type=submit]").forEach(function (b) { b.disabled = true; });
         var st = document.getElementById("status"); if (st) { st.textContent = ev.status; st.className = "status s-" + ev.status; }
       },
+      approval: function (ev) {
+        if (ev.review !== data.id) return;
+        progress();
+        // An edit started a new round: what this page shows (and would sign) is no longer what is approved.
+        if (data.round !== null && data.round !== undefined && ev.round !== data.round) {
+          var box = document.getElementById("closed-live");
+          box.hidden = false;
+          box.textContent = String(ev.actor) + " just changed the arguments, which starts a new round of approvals. " +
+            "Reload to review what will run now; an approval or edit of the arguments shown here would not be recorded.";
+          ["approve-btn", "edit-btn"].forEach(function (id) { var b = document.getElementById(id); if (b) b.disabled = true; });
+          document.body.dataset.stale = "round";
+        }
+      },
+      claimed: function (ev) { if (ev.review === data.id) progress(); },
+      escalated: function (ev) { if (ev.review === data.id) progress(); },
       resumed: function (ev) { if (ev.frontier === data.frontier) outcome(); },
       executed: function (ev) { if (ev.review === data.id) outcome(); },
       replied: function (ev) { if (ev.frontier === data.frontier) outcome(); }
@@ -686,6 +781,8 @@
   // The body is what signoff.audit.decision builds on the server (approve_body, edit_body,
   // reject_body), made here from what the page shows; the statement is RFC 8785 of
   // {"log", "kind", "actor", "body"}, and the passkey signs SHA-256 of it as its challenge.
+  // data.args are the args the current round approves (round_args: the opened args until someone
+  // edits a review that needs several people), and data.round its number (null: one approval).
   function readPayload(form) {
     var field = form.querySelector("[name=payload]");
     if (!field || !field.value.trim()) return null;
@@ -715,6 +812,8 @@
       body.args_digest = argsDigest;
       body.rationale = rationale;
       if (payload !== null) body.payload = payload;
+      // A review that needs several people: the decision names the round whose args it approves (or edits).
+      if (data.round !== null && data.round !== undefined) body.round = data.round;
       return body;
     });
   }

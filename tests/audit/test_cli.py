@@ -353,3 +353,28 @@ def test_policies_and_a_four_eyes_decision_from_terminals(
     assert code == 0 and json.loads(out) == []
     code, out, _ = run(capsys, *s, "verify")
     assert code == 0, out
+
+
+def test_verify_warns_about_approved_calls_that_never_ran(admin_setup: dict[str, Any], capsys: Any) -> None:
+    """Approved, its run resumed, and no tool.executed: `audit verify --stalled-after S` names it with
+    the session and invocation to look at, and still exits 0 (a warning, not a failure)."""
+    s = ["--store", admin_setup["url"]]
+    review = _open_three(admin_setup["url"])[0]
+    me = ["--as", "alice@example.org", "--reviewer-key", str(admin_setup["alice_key"])]
+    store = open_store(admin_setup["url"])
+    svc = ReviewService(store)
+    frontier = svc.frontier(review.frontier)
+    store.close()
+    for each in frontier.reviews:
+        assert run(capsys, *s, "approve", each.id, *me)[0] == 0
+    store = open_store(admin_setup["url"])
+    ReviewService(store).claim_resume(review.frontier, actor=AGENT)
+    store.close()
+    code, out, _ = run(capsys, *s, "verify", "--stalled-after", "0", "--json")
+    found = json.loads(out)
+    assert code == 0 and found["ok"] and {r["review"] for r in found["stalled"]} == {r.id for r in frontier.reviews}
+    assert found["stalled"][0]["session"] == "sess-1" and found["stalled"][0]["resumed_by"] == AGENT
+    code, out, _ = run(capsys, *s, "verify", "--stalled-after", "0")
+    assert code == 0 and "warning:" in out and "its tool has not run" in out
+    code, out, _ = run(capsys, *s, "verify", "--stalled-after", "3600", "--json")
+    assert code == 0 and "stalled" not in json.loads(out)

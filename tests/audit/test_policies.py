@@ -383,13 +383,21 @@ def test_a_review_escalates_at_its_time_to_another_role(
 def test_an_escalation_before_its_time_is_named(
     svc: ReviewService, team: dict[str, Signer], keys: Keys, store: Store, store_url: str
 ) -> None:
-    """A review.escalated written early, so that a supervisor could decide at once: verify names it."""
+    """A review.escalated written early, so that a supervisor could decide at once: verify names it, and
+    the gate proves no decision made under it."""
     svc.set_policy(ESCALATING, admin=keys.admin)
     review = svc.open_frontier([call("e2")], actor=AGENT).reviews[0]
     with Db(store_url) as db:
         forged = forge_append(db, "service:signoff", "review.escalated", {"review": review.id, "role": "supervisor"})
     found = _failure(store)
     assert (found.seq, found.rule) == (forged.seq, "review rule 4"), str(found)
+    # A supervisor's signed approval on it is a person's decision, but under an escalation its policy did
+    # not make: the gate proves nothing.
+    body = {"review": review.id, "args_digest": review.args_digest, "rationale": ""}
+    with Db(store_url) as db:
+        forge_append(db, ERIN, "review.approved", body, signer=team[ERIN])
+    with pytest.raises(DecisionNotProven, match="escalation"):
+        _proof(store, review.id)
 
 
 def test_an_escalation_to_a_role_the_policy_does_not_name_is_named(
@@ -543,4 +551,23 @@ def test_the_same_call_is_auto_approved_once(svc: ReviewService, keys: Keys, sto
         store, store_url, InvalidEntry, lambda: svc.auto_approve(call("", args={}), actor=AGENT), "confirmation_id"
     )
     _refused(store, store_url, NotAllowed, lambda: svc.auto_approve(call("r2"), actor=ALICE), "agent:")
+    _ok(store)
+
+
+def test_a_decision_names_the_round_the_person_saw(
+    svc: ReviewService, team: dict[str, Signer], keys: Keys, store: Store, store_url: str
+) -> None:
+    """``round=``: an approval made on what the page showed before someone's edit is refused in the write
+    transaction (on a log that allows unsigned decisions nothing else would catch it)."""
+    from signoff.audit import StaleRound
+
+    svc.set_policy(FOUR_EYES, admin=keys.admin)
+    review = svc.open_frontier([call("s1")], actor=AGENT).reviews[0]
+    svc.edit(review.id, reviewer=DAVE, signer=team[DAVE], patch=[{"op": "replace", "path": "/amount", "value": 9}],
+             round=0)  # fmt: skip
+    _refused(
+        store, store_url, StaleRound, lambda: svc.approve(review.id, reviewer=ALICE, signer=team[ALICE], round=0),
+        "round 1", "found round 0",
+    )  # fmt: skip
+    assert svc.approve(review.id, reviewer=ALICE, signer=team[ALICE], round=1).final_args == {"amount": 9, "to": "bob"}
     _ok(store)

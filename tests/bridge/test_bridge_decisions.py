@@ -279,7 +279,7 @@ def _pay(amount: int, speed: Literal["normal", "urgent"], tags: list[str], note:
     return {}
 
 
-def test_the_schema_keeps_enums_items_and_nulls_so_an_edit_outside_them_is_refused() -> None:
+async def test_the_schema_keeps_enums_items_and_nulls_so_an_edit_outside_them_is_refused() -> None:
     """A tool's Literal, list and optional parameters reach the review: the desk can offer a select,
     and an edit to a value the tool does not take is refused before anything is recorded."""
     from google.adk.tools import FunctionTool

@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 import jsonpatch  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
-from signoff.audit import CallSpec, Policy, ReviewService, Signer, open_store  # noqa: E402
+from signoff.audit import CallSpec, Policy, ReviewService, Signer, digest, open_store  # noqa: E402
 from signoff.audit import decision as decisions  # noqa: E402
 from signoff.audit.keys import read_private_key  # noqa: E402
 from signoff.audit.store import default_admin_key  # noqa: E402
@@ -109,15 +109,23 @@ class Env:
         return body
 
     def approve_json(self, review: Any, who: str = ALICE, rationale: str = "", payload: Any = None) -> dict[str, Any]:
-        entry = decisions.approve_body(review.id, review.args_digest, rationale, payload)
+        """On a review that needs several people (read fresh: ``svc.get``), the body names its round and
+        approves its round's args, as ``audit`` builds it."""
+        round_, args = _round_of(review)
+        entry = decisions.approve_body(review.id, digest(args), rationale, payload, round_)
         return self.with_sig({"rationale": rationale, "payload": payload}, who, decisions.APPROVED, entry)
 
     def edit_json(
         self, review: Any, patch: list[Any], who: str = ALICE, rationale: str = "", payload: Any = None
     ) -> dict[str, Any]:
-        final = jsonpatch.apply_patch(review.call.args, patch)
-        entry = decisions.edit_body(review.id, patch, final, rationale, payload)
+        round_, args = _round_of(review)
+        final = jsonpatch.apply_patch(args, patch)
+        entry = decisions.edit_body(review.id, patch, final, rationale, payload, round_)
         return self.with_sig({"patch": patch, "rationale": rationale, "payload": payload}, who, decisions.EDITED, entry)
+
+    def set_policy(self, body: dict[str, Any]) -> Any:
+        """``policy.set`` signed with the admin key ``Store.init_log`` wrote."""
+        return self.svc.set_policy(body, admin=self.admin)
 
     def reject_json(self, review: Any, reason: str, who: str = ALICE) -> dict[str, Any]:
         entry = decisions.reject_body(review.id, reason)
@@ -135,6 +143,14 @@ class Env:
         self.svc.enroll_reviewer(who, roles=roles, tools=tools, key=public, admin=self.admin)
         self.desk.accounts.set_password(who, PASSWORD, must_change=False)
         self.tokens[who] = self.desk.accounts.new_token(who, "test")
+
+
+def _round_of(review: Any) -> tuple[int | None, dict[str, Any]]:
+    """(the round a decision body names, the args it approves): the current round's on a review that needs
+    several approvals, (None, the opened args) otherwise."""
+    if getattr(review, "approvals_needed", 1) > 1:
+        return review.round, dict(review.round_args if review.round_args is not None else review.call.args)
+    return None, dict(review.call.args)
 
 
 class BrowserClient(TestClient):

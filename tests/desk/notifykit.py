@@ -69,6 +69,7 @@ class Log:
     store: Any
     svc: ReviewService
     alice: Signer
+    clock: Any = None  # the store's clock (an AheadClock unless the test gave its own)
 
     def open(
         self,
@@ -106,14 +107,29 @@ class Log:
         self.store.close()
 
 
+class AheadClock:
+    """The real UTC time plus an offset a test moves forward: the store's clock, so that expiry and
+    escalation happen by the log's own time (an entry's ``at`` is what ``audit verify`` checks)."""
+
+    def __init__(self) -> None:
+        self.offset = dt.timedelta()
+
+    def __call__(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC) + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += dt.timedelta(seconds=seconds)
+
+
 def make_log(url: str, tmp: Path, clock: Callable[[], dt.datetime] | None = None) -> Log:
+    clock = clock or AheadClock()
     store = open_store(url, clock=clock)
     store.init_log(tmp / "log.key")
     admin = read_private_key(default_admin_key(tmp / "log.key"))
     svc = ReviewService(store)
     alice = Signer.generate()
     svc.enroll_reviewer(ALICE, roles=["finance", "ops"], tools=["*"], key=alice.public, admin=admin)
-    return Log(url, tmp, store, svc, alice)
+    return Log(url, tmp, store, svc, alice, clock)
 
 
 # -- an HTTP receiver ---------------------------------------------------------------------------

@@ -26,7 +26,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import ARTIFACTS, ROOT, Demo, launch, running_demo, sign_in, wait_until
+from browserkit import (
+    ARTIFACTS,
+    ROOT,
+    Demo,
+    launch,
+    register,
+    reviewer_page,
+    running_demo,
+    wait_until,
+    with_authenticator,
+)
 
 from signoff.audit import ReviewService, open_store
 from signoff.audit.canonical import canonical, digest
@@ -40,14 +50,6 @@ pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 FIXTURE = ROOT / "tests" / "audit" / "fixtures" / "webauthn_log.jsonl"
-AUTHENTICATOR = {
-    "protocol": "ctap2",
-    "transport": "internal",
-    "hasResidentKey": True,
-    "hasUserVerification": True,
-    "isUserVerified": True,
-    "automaticPresenceSimulation": True,
-}
 # Chromium's virtual authenticator makes EdDSA keys when the desk offers them first; this page
 # script leaves it only ES256 to choose, so the log gets a credential of each algorithm.
 ES256_ONLY = """(() => {
@@ -61,50 +63,9 @@ ES256_ONLY = """(() => {
 })();"""
 
 
-def with_authenticator(page: Any) -> None:
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("WebAuthn.enable")
-    page.authenticator = cdp.send("WebAuthn.addVirtualAuthenticator", {"options": AUTHENTICATOR})["authenticatorId"]
-    page.cdp = cdp
-
-
 def es256_authenticator(page: Any) -> None:
     page.context.add_init_script(ES256_ONLY)
     with_authenticator(page)
-
-
-def reviewer_page(browser: Any, demo: Demo, email: str, *, setup: Any = with_authenticator) -> Any:
-    """``desk reviewer add`` → first sign-in with the enrolment code → a page with an authenticator."""
-    code = demo.add_reviewer(email, ["finance", "ops"], [])
-    page = sign_in(browser, demo, email, code, new_password=f"{email} new password", setup=setup)
-    page.code = code
-    page.actor = "human:" + email
-    return page
-
-
-def register(page: Any, demo: Demo, *, shot: str | None = None) -> dict[str, Any]:
-    page.goto(demo.url + "/account")
-    # The enrolment code was the initial password: the sign-in page left it to this tab, not the server.
-    assert page.locator("#enrol-code").input_value() == page.code
-    if shot:
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.locator("#passkeys").screenshot(path=str(ARTIFACTS / "passkey-register.png"))
-    page.click("#passkey-register")
-    page.wait_for_selector("#passkey-registered", timeout=15_000)
-    if shot:
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
-    assert page.evaluate("sessionStorage.getItem('signoff.enrolment-code')") is None
-    store = open_store(demo.store_url)
-    try:
-        keys = ReviewService(store).keys(page.actor)
-        assert len(keys) == 1 and keys[0].passkey is not None and keys[0].passkey.rp_id == "localhost"
-        entry = store.entry(keys[0].seq)
-        assert entry.kind == "key.enrolled" and entry.actor == page.actor and entry.body["enrolment"] == "code"
-        return {"fingerprint": keys[0].fingerprint, "algorithm": keys[0].passkey.algorithm}
-    finally:
-        store.close()
 
 
 def decided(demo: Demo, review_id: str) -> tuple[Any, Any]:

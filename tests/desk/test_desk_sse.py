@@ -51,6 +51,7 @@ def test_event_of_keeps_only_ids_and_short_strings() -> None:
         "agent": "a",
         "opened_at": "2026-01-01T00:00:00Z",
         "deadline": None,
+        "needed": 1,  # approvals the review needs (its policy's)
     }
     # The summary's strings are short: the 1000-character argument is cut everywhere.
     assert ev["headline"].startswith("a wants to t: secret: xxx") and len(ev["headline"]) < 100
@@ -67,7 +68,15 @@ def test_event_of_keeps_only_ids_and_short_strings() -> None:
         "result_preview": "{}",
         "at": "2026-01-01T00:00:00Z",
     }
-    E.kind, E.body = "review.claimed", {"review": "rv_1"}
+    E.kind, E.body = "review.claimed", {"review": "rv_1", "reviewer": "human:a@example.org", "until": "x" * 500}
+    assert event_of(E()) == {
+        "type": "claimed",
+        "seq": 3,
+        "review": "rv_1",
+        "reviewer": "human:a@example.org",
+        "until": "x" * 32,  # bounded, as every string an event carries
+    }
+    E.kind, E.body = "policy.set", {"policy": "four-eyes", "tools": "*"}
     assert event_of(E()) is None
 
 
