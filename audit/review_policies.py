@@ -113,7 +113,12 @@ class ReviewPolicies(Reviewers):
         return owners[0]
 
     def _in_force(self, tx: Tx, tool: str) -> PolicyDef | None:
-        return policies.in_force(policies_from(tx.rows(POLICIES_SQL, tx.log)), tool)
+        """The policy in force for ``tool`` at this transaction's head: the committed ``policy.set``
+        entries, and those appended earlier in this transaction (group commit inserts the entries only
+        at its commit, so they are not in the table yet)."""
+        found = policies_from(tx.rows(POLICIES_SQL, tx.log))
+        found += [policies.parse(e.body, e.seq) for e in tx.appended if e.kind == "policy.set"]
+        return policies.in_force(found, tool)
 
     # -- calls no person needs to see ----------------------------------------------------
 

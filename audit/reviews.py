@@ -419,7 +419,10 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
             if front is None:
                 raise UnknownFrontier(frontier_id)
-            rules.reply(frontier_id, front.resumed_seq, replied=bool(tx.rows(_REPLIED_SQL, frontier_id, tx.log)))
+            replied = bool(tx.rows(_REPLIED_SQL, frontier_id, tx.log)) or any(
+                e.kind == "run.replied" and e.body.get("frontier") == frontier_id for e in tx.appended
+            )  # committed, or earlier in this (group) transaction
+            rules.reply(frontier_id, front.resumed_seq, replied=replied)
             return tx.append(actor, "run.replied", body, self._signature(tx, actor, "run.replied", body))
 
         return self.store.transact(work)

@@ -138,13 +138,20 @@ class Tx:
             return None
         enrolled_seq = found[0].enrolled_seq
         raw = self.rows(_ENTRY_RAW, self.log, enrolled_seq)
-        committed = parse_entry(bytes(raw[0].raw)).body.get("code_key") if raw else None
+        enrolment = parse_entry(bytes(raw[0].raw)) if raw else self.pending_entry(enrolled_seq)
+        committed = enrolment.body.get("code_key") if enrolment is not None else None
         if not isinstance(committed, str):
             return None
-        for row in self.rows(_OWN_KEYS_SINCE, reviewer, self.log, enrolled_seq):
-            if trust.by_code("key.enrolled", reviewer, parse_entry(bytes(row.raw)).body):
-                return None  # one code, one key
+        since = [parse_entry(bytes(row.raw)) for row in self.rows(_OWN_KEYS_SINCE, reviewer, self.log, enrolled_seq)]
+        since += [e for e in self.appended if e.kind == "key.enrolled" and e.seq > enrolled_seq]
+        if any(trust.by_code("key.enrolled", reviewer, e.body) and e.body.get("actor") == reviewer for e in since):
+            return None  # one code, one key
         return PublicKey.enrolled(reviewer, {"alg": "Ed25519", "key": committed}, enrolled_seq)
+
+    def pending_entry(self, seq: int) -> Entry | None:
+        """An entry appended earlier in this transaction, not in the table yet: group commit inserts a
+        batch's entries only at its commit (:mod:`signoff.audit.group_commit`)."""
+        return next((e for e in self.appended if e.seq == seq), None)
 
     def enroll_key(
         self,

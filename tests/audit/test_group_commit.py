@@ -229,3 +229,48 @@ def test_sigkill_mid_batch_loses_nothing_answered(
         report = verify_store(store)
         assert report.ok, f"run {run}: {report.failure}"
     assert answered > 20, "the writers hardly wrote anything before being killed"
+
+
+def test_rules_that_read_the_log_see_the_work_earlier_in_their_batch(
+    svc: ReviewService, keys: Keys, store: Store
+) -> None:
+    """A batch inserts its entries only at its commit, so a rule that reads the log (a frontier's one
+    reply, the policy in force for a review being opened) must also see the entries appended earlier
+    in the same batch: two replies queued together make one reply and one refusal; a review opened
+    right after a policy.set in the same batch is under that policy. verify agrees with both."""
+    review = svc.open_frontier([call("batch-reply")], actor=AGENT).reviews[0]
+    svc.approve(review.id, reviewer=ALICE, signer=keys.alice)
+    svc.claim_resume(review.frontier, actor=AGENT)
+    outcomes: list[Any] = []
+
+    def attempt(action: Any) -> None:
+        try:
+            outcomes.append(action())
+        except Exception as exc:  # noqa: BLE001 - the refusal is the point
+            outcomes.append(exc)
+
+    policy = {"policy": "four-eyes", "tools": "transfer", "approvals": 2}
+    actions = [
+        lambda: svc.record_reply(review.frontier, actor=AGENT, text="done"),
+        lambda: svc.record_reply(review.frontier, actor=AGENT, text="done again"),
+        lambda: svc.set_policy(policy, admin=keys.admin),
+        lambda: svc.open_frontier([call("batch-open")], actor=AGENT).reviews[0],
+    ]
+    _inside, release, holder = _hold_the_writer(store)
+    batches = store._group.batches
+    threads = []
+    for index, action in enumerate(actions):  # queued in this order, then run as one batch
+        threads.append(threading.Thread(target=attempt, args=(action,)))
+        threads[-1].start()
+        _queued(store, index + 1)
+    release.set()
+    holder.join()
+    for thread in threads:
+        thread.join()
+    assert store._group.batches == batches + 2, "the four writers did not share one commit"
+    refused = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(refused) == 1 and "run.replied" in str(refused[0]), outcomes
+    opened = next(o for o in outcomes if getattr(o, "policy", None) is not None)
+    assert (opened.policy.name, opened.policy.approvals) == ("four-eyes", 2)
+    report = verify_store(store)
+    assert report.ok, report.failure

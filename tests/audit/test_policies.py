@@ -571,3 +571,44 @@ def test_a_decision_names_the_round_the_person_saw(
     )  # fmt: skip
     assert svc.approve(review.id, reviewer=ALICE, signer=team[ALICE], round=1).final_args == {"amount": 9, "to": "bob"}
     _ok(store)
+
+
+def test_reviews_opened_in_the_same_commit_as_a_policy_are_under_it(
+    svc: ReviewService, keys: Keys, store: Store
+) -> None:
+    """Group commit puts concurrent writers' work in one transaction: a review opened right after a
+    policy.set in the same batch must already be under that policy (verify checks each opening
+    against the policy in force at its seq)."""
+    import threading
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def set_policies() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                svc.set_policy({**FOUR_EYES, "approvals": 1 + n % 2}, admin=keys.admin)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+    def open_reviews(tag: int) -> None:
+        for i in range(25):
+            try:
+                svc.open_frontier([call(f"g{tag}-{i}")], actor=AGENT)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+    setter = threading.Thread(target=set_policies)
+    openers = [threading.Thread(target=open_reviews, args=(t,)) for t in range(6)]
+    setter.start()
+    for t in openers:
+        t.start()
+    for t in openers:
+        t.join()
+    stop.set()
+    setter.join()
+    assert not errors, errors
+    assert store._group.batched > store._group.batches, "no two writers shared a commit: nothing was tested"
+    _ok(store)
