@@ -169,13 +169,23 @@ def review_from_row(row: Any, resumed: bool) -> Review:
         answer_payload=data.get("answer_payload"),
         executed=row.executed_seq is not None,
         resumed=resumed,
-        approvals=tuple((a["by"], int(a["seq"])) for a in approvals or []),
+        approvals=_approvals(row, approvals),
         round=int(progress.get("round", 0)),
         round_args=progress.get("args") or (call.args if row.status == "pending" else None),
         escalated_role=data.get("escalated_role"),
         claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,
         round_payload=progress.get("payload") if row.status == "pending" else None,
     )
+
+
+def _approvals(row: Any, listed: Any) -> tuple[tuple[str, int], ...]:
+    """The current round's approvals (a quorum's are listed; a one-person decision is its decider's),
+    the same as the log replay gives (:func:`signoff.audit.decided.review_from_entries`)."""
+    if listed:
+        return tuple((a["by"], int(a["seq"])) for a in listed)
+    if row.status in ("approved", "edited") and row.decided_by is not None:
+        return ((str(row.decided_by), int(row.decided_seq)),)
+    return ()
 
 
 def closed_review(row: Any, closed: dict[str, Any]) -> Review:

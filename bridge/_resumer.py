@@ -39,6 +39,8 @@ from signoff.bridge._mapping import to_tool_confirmation
 log = logging.getLogger("signoff.bridge")
 STALE_RETRIES = 8  # a stale session is read again and the send retried, 0.02 s apart at first, doubling
 STALE_RETRY_FIRST = 0.02
+ORPHAN_FIRST_RECHECK = 0.2  # a decided frontier whose pause is not in the session yet: seconds until the next look
+ORPHAN_MAX_RECHECK = 300.0
 
 StepHook = Callable[[str, str], None]
 """Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
@@ -98,7 +100,8 @@ class Resumer:
         self.on_step = on_step
         self.on_event = on_event
         self._recovered = False
-        self._orphans: set[str] = set()
+        # Frontiers whose pause was not in the session when last looked at: (when to look again, interval).
+        self._orphans: dict[str, tuple[float, float]] = {}
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self.takeover_after = takeover_after
         self._next_takeover = 0.0
@@ -122,7 +125,8 @@ class Resumer:
         for frontier in frontiers:
             if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
                 continue
-            if frontier.id in self._orphans:
+            orphan = self._orphans.get(frontier.id)
+            if orphan is not None and time.monotonic() < orphan[0]:
                 continue
             await self._slots.acquire()  # claim only what can be sent at once
             session = None
@@ -142,15 +146,21 @@ class Resumer:
         """Claim ``frontier`` (``run.resumed``); its session if this worker now owns the send."""
         session = await self._session(frontier)
         if session is None or not _paused_in(session.events, frontier):
-            # Opened, but the pause never reached the session (the process died between the
-            # plugin's callback and ADK's append): there is no run to resume. Never claimed.
-            log.warning(
-                "frontier %s: its pause is not in session %s; left unclaimed",
-                frontier.id,
-                frontier.reviews[0].call.session,
-            )
-            self._orphans.add(frontier.id)
+            # The plugin opens the reviews in ADK's event callback, just before ADK stores the pause:
+            # a decision that fast finds no pause yet, so look again later (backing off). A pause that
+            # never reaches the session (the run died in between) leaves nothing to resume: never claimed.
+            before = self._orphans.get(frontier.id)
+            interval = ORPHAN_FIRST_RECHECK if before is None else min(before[1] * 2, ORPHAN_MAX_RECHECK)
+            self._orphans[frontier.id] = (time.monotonic() + interval, interval)
+            if before is None:
+                log.warning(
+                    "frontier %s: its pause is not in session %s (yet); not claimed, looking again in %.1f s",
+                    frontier.id,
+                    frontier.reviews[0].call.session,
+                    interval,
+                )
             return None
+        self._orphans.pop(frontier.id, None)
         self._step("before_claim", frontier.id)
         try:
             await asyncio.to_thread(self.signoff.reviews.claim_resume, frontier.id, actor=self.actor, via="resumer")

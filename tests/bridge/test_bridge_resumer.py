@@ -162,3 +162,41 @@ async def test_a_session_changed_under_the_send_is_read_again(sqlite_url: str, r
         assert_bound(signoff.store)
     finally:
         signoff.close()
+
+
+async def test_a_decision_faster_than_the_pause_is_stored_still_resumes(
+    sqlite_url: str, runs_file: Path, tmp_path: Path
+) -> None:
+    """The plugin opens the review in ADK's event callback, just before ADK stores the pause event: a
+    decision within those milliseconds finds no pause in the session. The resumer does not claim it
+    then, and looks again shortly (before, it never looked again: found by the scale benchmark)."""
+    from signoff.bridge import _resumer
+
+    signoff = bridge.Signoff(sqlite_url)
+    try:
+        h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+        await h.start()
+        [review] = signoff.reviews.pending()
+        signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
+        real_get = h.sessions.get_session
+        hidden: list[str] = []
+
+        async def before_the_pause_is_stored(**kw: object) -> object:
+            session = await real_get(**kw)  # type: ignore[arg-type]
+            if not hidden and session is not None:  # the first look: the pause event is not there yet
+                hidden.append(session.id)
+                session.events = [e for e in session.events if not e.long_running_tool_ids]
+            return session
+
+        h.sessions.get_session = before_the_pause_is_stored  # type: ignore[method-assign]
+        resumer = signoff.resumer(h.runner, on_event=h.events.append)
+        assert await resumer.run_once() == [] and hidden and runs(runs_file) == []
+        assert not signoff.reviews.frontier(review.frontier).resumed
+        assert await resumer.run_once() == []  # too soon to look again
+        await asyncio.sleep(_resumer.ORPHAN_FIRST_RECHECK + 0.05)
+        [done] = await resumer.run_once()
+        assert done.frontier == review.frontier
+        assert [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
+        assert_bound(signoff.store)
+    finally:
+        signoff.close()
