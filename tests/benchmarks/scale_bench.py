@@ -15,8 +15,11 @@ On the real PostgreSQL server, in a fresh schema per phase:
 Two phases: ``steady`` (nothing killed) and ``failover`` (once 40% are decided, ``kill -9`` of the second
 desk and the first resumer, which are started again 1 s later). After each phase:
 
-* every frontier resumed exactly once (one ``run.resumed`` each on the log) and every tool ran exactly once
-  (one line per session in the tool's side file);
+* every frontier resumed exactly once (one ``run.resumed`` each on the log), one ``tool.executed`` per review,
+  and every transfer booked once by the bank (its ledger, keyed by ``bridge.idempotency_key``);
+* a tool ran more than once only where its earlier attempt was in a process killed here (between the
+  transfer and its ``tool.executed``: the README's "Exactly-once covers the resume, not the world"); each
+  attempt is one line in the tool's side file, with its process id;
 * every decision answered 2xx is on the log;
 * ``audit verify`` exits 0;
 * the first desk's live queue carried the decisions made through the second one.
@@ -127,6 +130,8 @@ class Phase:
         self.sessions = self.url.replace("postgresql://", "postgresql+psycopg://", 1)
         self.base = base
         self.runs = root / "runs.jsonl"
+        self.ledger = root / "ledger.jsonl"
+        self.killed_pids: set[int] = set()
         self.procs: list[Proc] = []
         self.acks: list[tuple[str, str, int, float]] = []  # review, desk, status, time
         self.seen_on_a: set[str] = set()
@@ -163,6 +168,7 @@ class Phase:
             **os.environ,
             "SIGNOFF_TEST_STORE": self.url,
             "SIGNOFF_TEST_RUNS": str(self.runs),
+            "SIGNOFF_TEST_LEDGER": str(self.ledger),
             "PYTHONUNBUFFERED": "1",
         }
         env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -240,6 +246,7 @@ class Phase:
         """Scripted agent runs (ADK) that pause on the gated transfer: one review each."""
         os.environ["SIGNOFF_TEST_STORE"] = self.url
         os.environ["SIGNOFF_TEST_RUNS"] = str(self.runs)
+        os.environ["SIGNOFF_TEST_LEDGER"] = str(self.ledger)
         sys.path.insert(0, str(AGENTS))
         import importlib
 
@@ -321,6 +328,7 @@ class Phase:
             failover_at = time.time()
             say("failover: kill -9 desk-1 and resumer-0")
             killed.set()
+            self.killed_pids.update({self.desks[1].proc.pid, self.resumers[0].proc.pid})
             self.desks[1].kill9()
             self.resumers[0].kill9()
             time.sleep(1.0)
@@ -385,8 +393,19 @@ class Phase:
         decisions = {str(e.body["review"]): e for e in entries if e.kind == "review.approved"}
         executed = {str(e.body["review"]): e for e in entries if e.kind == "tool.executed"}
         frontiers = {str(e.body["frontier"]) for e in opened.values()}
+        executions = Counter(str(e.body["review"]) for e in entries if e.kind == "tool.executed")
         runs = [json.loads(line) for line in self.runs.read_text().splitlines() if line.strip()]
         per_session = Counter(run["session"] for run in runs)
+        # Attempts of one call before its last one: each must have been in a process killed here.
+        earlier: dict[str, list[int]] = {}
+        for run in runs:
+            earlier.setdefault(run["session"], []).append(int(run["pid"]))
+        again = {s: pids[:-1] for s, pids in earlier.items() if len(pids) > 1}
+        booked = (
+            Counter(json.loads(line)["session"] for line in self.ledger.read_text().splitlines() if line.strip())
+            if self.ledger.exists()
+            else Counter()
+        )
         acked = {a[0] for a in self.acks if a[2] < 300}
         by_b = {a[0] for a in self.acks if a[2] < 300 and a[1] == "desk-1"}
         latencies = [
@@ -403,10 +422,13 @@ class Phase:
             "frontiers_resumed_more_than_once": sum(1 for f in frontiers if resumed.get(f, 0) > 1),
             "frontiers": len(frontiers),
             "frontiers_never_resumed": sum(1 for f in frontiers if f not in resumed),
+            "reviews_with_one_tool_executed": sum(1 for rid in opened if executions.get(rid) == 1),
             "tools_ran_exactly_once": sum(1 for n in per_session.values() if n == 1),
-            "tools_ran_more_than_once": sum(1 for n in per_session.values() if n > 1),
-            "tool_runs": len(runs),
+            "tools_run_again_after_a_kill": sum(1 for pids in again.values() if set(pids) <= self.killed_pids),
+            "tools_run_again_without_a_kill": sum(1 for pids in again.values() if not set(pids) <= self.killed_pids),
+            "tool_attempts": len(runs),
             "tools_never_ran": len(opened) - len(per_session),
+            "transfers_booked_once": sum(1 for n in booked.values() if n == 1),
             "acknowledged_decisions_missing_from_log": len(acked - set(decisions)),
             "audit_verify_exit": verify.returncode,
             "desk1_decisions_seen_live_on_desk0": len(by_b & self.seen_on_a),

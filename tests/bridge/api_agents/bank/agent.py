@@ -9,12 +9,17 @@ The Signoff store is ``$SIGNOFF_TEST_STORE``. Switches, for processes killed or 
 * ``$SIGNOFF_TEST_STALL_TOOL=FILE``: the tool stalls before it does anything (blocking its process's
   event loop), once ``FILE`` holds its idempotency key;
 * ``$SIGNOFF_TEST_SLOW_TOOL=FILE``: the tool takes ``SLOW_SECONDS`` (awaiting, as a call to a slow
-  bank would) before it does anything, once ``FILE`` holds its idempotency key.
+  bank would) before it does anything, once ``FILE`` holds its idempotency key;
+* ``$SIGNOFF_TEST_LEDGER=FILE``: the bank books each transfer in ``FILE`` once per idempotency key, as a
+  payment provider does (``bridge.idempotency_key``): a second attempt of the same call, after a process
+  was killed between the transfer and its ``tool.executed``, books nothing (every attempt is still a
+  line in ``$SIGNOFF_TEST_RUNS``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import sys
@@ -41,6 +46,7 @@ STORE_ENV = "SIGNOFF_TEST_STORE"
 STALL_MESSAGE_ENV = "SIGNOFF_TEST_STALL_MESSAGE"
 STALL_TOOL_ENV = "SIGNOFF_TEST_STALL_TOOL"
 SLOW_TOOL_ENV = "SIGNOFF_TEST_SLOW_TOOL"
+LEDGER_ENV = "SIGNOFF_TEST_LEDGER"
 SLOW_SECONDS = 2.0
 AMOUNT, TO = 5000, "acct-x"
 
@@ -63,7 +69,23 @@ async def transfer(amount: int, to: str, tool_context: ToolContext) -> dict[str,
     if slow:
         _mark(slow, key=bridge.idempotency_key(tool_context), session=tool_context.session.id)
         await asyncio.sleep(SLOW_SECONDS)
-    return record_transfer(amount, to, tool_context)
+    result = record_transfer(amount, to, tool_context)
+    ledger = os.environ.get(LEDGER_ENV)
+    if ledger:
+        _book(ledger, bridge.idempotency_key(tool_context), tool_context.session.id, amount, to)
+    return result
+
+
+def _book(path: str, key: str, session: str, amount: int, to: str) -> None:
+    """Book the transfer under ``key`` unless a transfer with that key is already booked (under a file lock)."""
+    with open(path, "a+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        if any(json.loads(line)["key"] == key for line in f if line.strip()):
+            return
+        f.write(json.dumps({"key": key, "session": session, "amount": amount, "to": to, "pid": os.getpid()}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
 
 
 class Stall(BasePlugin):
