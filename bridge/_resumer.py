@@ -32,7 +32,13 @@ from google.adk.sessions.session import Session
 
 from signoff.audit import Frontier, ReviewService, Store
 from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
-from signoff.bridge._calls import adk_confirmation_id, answered_ids, paused_call_of, resume_message
+from signoff.bridge._calls import (
+    REQUEST_CONFIRMATION,
+    adk_confirmation_id,
+    answered_ids,
+    paused_call_of,
+    resume_message,
+)
 from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
 
@@ -41,6 +47,8 @@ STALE_RETRIES = 8  # a stale session is read again and the send retried, 0.02 s 
 STALE_RETRY_FIRST = 0.02
 ORPHAN_FIRST_RECHECK = 0.2  # a decided frontier whose pause is not in the session yet: seconds until the next look
 ORPHAN_MAX_RECHECK = 300.0
+PAUSE_RECHECK = 0.02  # a pause whose request is stored and whose last event is not yet: seconds until the next look
+PAUSE_SETTLE_SECONDS = 2.0  # a pause's last event not stored this long after its request: the pausing run died
 
 StepHook = Callable[[str, str], None]
 """Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
@@ -121,6 +129,9 @@ class Resumer:
             self._recovered = True
         svc = self.signoff.reviews
         frontiers: list[Frontier] = await asyncio.to_thread(svc.ready_frontiers)
+        ready = {frontier.id for frontier in frontiers}
+        for gone in [fid for fid in self._orphans if fid not in ready]:
+            del self._orphans[gone]  # resumed by another worker (or beyond this page): nothing to look at
         sends: list[asyncio.Task[Resumed | None]] = []
         for frontier in frontiers:
             if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
@@ -146,13 +157,16 @@ class Resumer:
         """Claim ``frontier`` (``run.resumed``); its session if this worker now owns the send."""
         session = await self._session(frontier)
         if session is None or not _paused_in(session.events, frontier):
+            half = session is not None and _requested_in(session.events, frontier)
             # The plugin opens the reviews in ADK's event callback, just before ADK stores the pause:
-            # a decision that fast finds no pause yet, so look again later (backing off). A pause that
-            # never reaches the session (the run died in between) leaves nothing to resume: never claimed.
+            # a decision that fast finds no pause yet, or not all of it, so look again later (backing
+            # off). A pause that never reaches the session (the run died in between) leaves nothing to
+            # resume: never claimed.
             before = self._orphans.get(frontier.id)
-            interval = ORPHAN_FIRST_RECHECK if before is None else min(before[1] * 2, ORPHAN_MAX_RECHECK)
+            first = PAUSE_RECHECK if half else ORPHAN_FIRST_RECHECK
+            interval = first if before is None else min(before[1] * 2, ORPHAN_MAX_RECHECK)
             self._orphans[frontier.id] = (time.monotonic() + interval, interval)
-            if before is None:
+            if before is None and not half:
                 log.warning(
                     "frontier %s: its pause is not in session %s (yet); not claimed, looking again in %.1f s",
                     frontier.id,
@@ -256,6 +270,8 @@ class Resumer:
             if due is not None:
                 until_due = min(until_due, max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.01)
         wait = min(self.max_wait, until_due)
+        if self._orphans:  # a pause to look at again (see _claim)
+            wait = min(wait, max(0.0, min(at for at, _ in self._orphans.values()) - time.monotonic()))
         due_at = time.monotonic() + until_due if until_due != float("inf") else time.monotonic() + self.max_wait
         return wait, due_at
 
@@ -350,12 +366,44 @@ class Resumer:
             self.on_step(step, frontier_id)
 
 
-def _paused_in(events: list[Event], frontier: Frontier) -> bool:
-    """Whether the session holds the pause (the function calls) that ``frontier`` answers."""
+def _requested_in(events: list[Event], frontier: Frontier) -> bool:
+    """Whether the session holds the confirmation requests of ``frontier`` (the pause's first part)."""
     ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
     invocation = frontier.reviews[0].call.invocation
-    seen = {fc.id for ev in events if ev.invocation_id == invocation for fc in ev.get_function_calls()}
-    return ids <= seen
+    return ids <= {fc.id for ev in events if ev.invocation_id == invocation for fc in ev.get_function_calls()}
+
+
+def _paused_in(events: list[Event], frontier: Frontier, *, now: float | None = None) -> bool:
+    """Whether the session holds the whole pause that ``frontier`` answers: the confirmation requests,
+    and after each the paused call's own function response, the last event the pausing run stores.
+
+    A resume sent before that last event is stored makes ADK refuse the pausing run's append
+    (``StaleSessionError`` for whoever started the run). A request whose response has not followed
+    within ``PAUSE_SETTLE_SECONDS`` (the pausing run died in between) counts as stored all the same.
+    """
+    ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
+    invocation = frontier.reviews[0].call.invocation
+    requests: dict[str, tuple[str, float]] = {}  # confirmation id -> (original call id, when it was stored)
+    responded: set[str] = set()
+    for ev in events:
+        if ev.invocation_id != invocation:
+            continue
+        for fc in ev.get_function_calls():
+            if fc.id in ids:
+                original = (fc.args or {}).get("originalFunctionCall") or {}
+                requests[str(fc.id)] = (
+                    str(original.get("id") or "") if fc.name == REQUEST_CONFIRMATION else "",
+                    ev.timestamp,
+                )
+        if ev.author != "user":
+            responded.update(str(fr.id) for fr in ev.get_function_responses())
+    if not ids <= requests.keys():
+        return False
+    clock = time.time() if now is None else now
+    return all(
+        not original or original in responded or clock - stored >= PAUSE_SETTLE_SECONDS
+        for original, stored in requests.values()
+    )
 
 
 def _ran_on(events: list[Event], frontier: Frontier) -> bool:

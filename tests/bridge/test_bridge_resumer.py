@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from _support import REVIEWER, REVIEWER_KEY, Harness, runs, single_agent, transfer_script
 from conftest import assert_bound
+from google.adk.events.event import Event
 
 from signoff import bridge
 
@@ -125,7 +126,6 @@ async def test_a_session_changed_under_the_send_is_read_again(sqlite_url: str, r
     (a decision milliseconds after the pause): ADK refuses the resumer's append as stale. The resumer
     reads the session again and sends once; the tool runs once (found by the scale benchmark)."""
     from google.adk.errors import StaleSessionError
-    from google.adk.events.event import Event
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
     from google.genai import types
 
@@ -159,6 +159,65 @@ async def test_a_session_changed_under_the_send_is_read_again(sqlite_url: str, r
         assert stale, "the race was not staged"
         assert done.how == "sent" and [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
         assert signoff.reviews.get(review.id).executed
+        assert_bound(signoff.store)
+    finally:
+        signoff.close()
+
+
+async def test_a_decision_before_the_pause_s_last_event_waits_for_it(
+    sqlite_url: str, runs_file: Path, tmp_path: Path
+) -> None:
+    """ADK stores a pause as two events: the confirmation request, then the paused call's function
+    response. A resume sent between them made ADK refuse the pausing run's last append (the opening
+    run's caller got ``StaleSessionError``: 20 of 500 in the scale benchmark). The resumer claims only
+    once the response is stored too, or once ``PAUSE_SETTLE_SECONDS`` have passed without it (the
+    pausing run died in between: the pause is resumed all the same)."""
+    from signoff.bridge import _resumer
+
+    signoff = bridge.Signoff(sqlite_url)
+    try:
+        h = Harness(signoff, single_agent(transfer_script()), tmp_path)
+        await h.start()
+        [review] = signoff.reviews.pending()
+        signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
+        real_get = h.sessions.get_session
+        looks: list[Event] = []  # the session's events at the first look, before the resume
+
+        def without_the_response(events: list[Event]) -> list[Event]:
+            """The pause as it is between ADK's two appends: the request stored, the call's response not yet
+            (ADK appends the response second, though its timestamp sorts it first when the session is read)."""
+            kept = [e for e in events if not any(r.id == "call-transfer" for r in e.get_function_responses())]
+            assert len(kept) == len(events) - 1 and any(e.long_running_tool_ids for e in kept), "not a stored pause"
+            return kept
+
+        async def before_the_response_is_stored(**kw: object) -> object:
+            session = await real_get(**kw)  # type: ignore[arg-type]
+            if session is not None and not looks:  # the first look only
+                looks.extend(session.events)
+                session.events = without_the_response(session.events)
+            return session
+
+        h.sessions.get_session = before_the_response_is_stored  # type: ignore[method-assign]
+        resumer = signoff.resumer(h.runner, on_event=h.events.append)
+        assert await resumer.run_once() == [] and looks and runs(runs_file) == []
+        assert not signoff.reviews.frontier(review.frontier).resumed
+        wait, _due = resumer._next_wake()  # serve() looks again in milliseconds, not after max_wait
+        assert wait <= _resumer.PAUSE_RECHECK < resumer.max_wait
+        await asyncio.sleep(_resumer.PAUSE_RECHECK + 0.01)
+        [done] = await resumer.run_once()
+        assert done.how == "sent"
+        assert [r["args"] for r in runs(runs_file)] == [{"amount": 50, "to": "acct-1"}]
+
+        # The same pause without its response, looked at soon and after the settle time.
+        pause = [e for e in looks if e.author != "user"]
+        request_at = next(e.timestamp for e in pause if e.long_running_tool_ids)
+        frontier = signoff.reviews.frontier(review.frontier)
+        assert _resumer._paused_in(pause, frontier, now=request_at + 0.1)
+        half = without_the_response(pause)
+        assert not _resumer._paused_in(half, frontier, now=request_at + 0.1)
+        assert _resumer._paused_in(half, frontier, now=request_at + _resumer.PAUSE_SETTLE_SECONDS)
+        no_request = [e for e in pause if not e.long_running_tool_ids]
+        assert not _resumer._paused_in(no_request, frontier, now=request_at + 3600)
         assert_bound(signoff.store)
     finally:
         signoff.close()
