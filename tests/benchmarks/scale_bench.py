@@ -132,6 +132,7 @@ class Phase:
         self.runs = root / "runs.jsonl"
         self.ledger = root / "ledger.jsonl"
         self.killed_pids: set[int] = set()
+        self.killed_at = float("inf")  # when the killed processes were gone
         self.procs: list[Proc] = []
         self.acks: list[tuple[str, str, int, float]] = []  # review, desk, status, time
         self.seen_on_a: set[str] = set()
@@ -331,6 +332,7 @@ class Phase:
             self.killed_pids.update({self.desks[1].proc.pid, self.resumers[0].proc.pid})
             self.desks[1].kill9()
             self.resumers[0].kill9()
+            self.killed_at = time.time()
             time.sleep(1.0)
             self.desks[1].start()
             self.resumers[0].start()
@@ -396,11 +398,21 @@ class Phase:
         executions = Counter(str(e.body["review"]) for e in entries if e.kind == "tool.executed")
         runs = [json.loads(line) for line in self.runs.read_text().splitlines() if line.strip()]
         per_session = Counter(run["session"] for run in runs)
-        # Attempts of one call before its last one: each must have been in a process killed here.
+        # A call attempted again is explained by a kill only if every earlier attempt was in a process killed
+        # here and its one tool.executed was written after the kill (the killed attempt never reached it).
         earlier: dict[str, list[int]] = {}
         for run in runs:
             earlier.setdefault(run["session"], []).append(int(run["pid"]))
-        again = {s: pids[:-1] for s, pids in earlier.items() if len(pids) > 1}
+        review_of = {str(e.body["call"]["session"]): rid for rid, e in opened.items()}
+        after_kill = {
+            session
+            for session, pids in earlier.items()
+            if len(pids) > 1
+            and set(pids[:-1]) <= self.killed_pids
+            and review_of.get(session) in executed
+            and seconds_of(executed[review_of[session]].at) > self.killed_at
+        }
+        again = [session for session, pids in earlier.items() if len(pids) > 1]
         booked = (
             Counter(json.loads(line)["session"] for line in self.ledger.read_text().splitlines() if line.strip())
             if self.ledger.exists()
@@ -424,8 +436,8 @@ class Phase:
             "frontiers_never_resumed": sum(1 for f in frontiers if f not in resumed),
             "reviews_with_one_tool_executed": sum(1 for rid in opened if executions.get(rid) == 1),
             "tools_ran_exactly_once": sum(1 for n in per_session.values() if n == 1),
-            "tools_run_again_after_a_kill": sum(1 for pids in again.values() if set(pids) <= self.killed_pids),
-            "tools_run_again_without_a_kill": sum(1 for pids in again.values() if not set(pids) <= self.killed_pids),
+            "tools_run_again_after_a_kill": len(after_kill),
+            "tools_run_again_otherwise": sum(1 for session in again if session not in after_kill),
             "tool_attempts": len(runs),
             "tools_never_ran": len(opened) - len(per_session),
             "transfers_booked_once": sum(1 for n in booked.values() if n == 1),
