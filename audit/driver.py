@@ -77,15 +77,24 @@ def safe_url(url: str) -> str:
         return "<store>"
 
 
-def sqlite_engine(url: str, *, write: bool) -> Engine:
-    engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False}, pool_size=16, max_overflow=32)
+def sqlite_engine(
+    url: str, *, write: bool, synchronous: str = "FULL", pool_size: int = 16, max_overflow: int = 32
+) -> Engine:
+    """A SQLite engine in WAL mode that issues its own ``BEGIN``: ``BEGIN IMMEDIATE`` for a writer (no
+    lock upgrade that could fail), a plain ``BEGIN`` for a reader. The log's commits use
+    ``synchronous=FULL``; other tables in the same file may choose ``NORMAL``."""
+    if synchronous not in ("FULL", "NORMAL"):
+        raise ValueError(f"synchronous: expected FULL or NORMAL, found {synchronous!r}")
+    engine = create_engine(
+        url, connect_args={"timeout": 60, "check_same_thread": False}, pool_size=pool_size, max_overflow=max_overflow
+    )
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA busy_timeout=60000")
         cursor.close()
 

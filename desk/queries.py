@@ -388,24 +388,23 @@ def outcomes(store: Any, items: Sequence[Listed]) -> dict[str, Outcome]:
         fi = info.get(item.review.frontier)
         resumed = by_seq.get(fi.resumed_seq) if fi and fi.resumed_seq is not None else None
         executed = by_seq.get(item.executed_seq) if item.executed_seq is not None else None
-        reply = replies.get(item.review.frontier)
-        out[item.id] = Outcome(
-            resumed_seq=resumed.seq if resumed else None,
-            resumed_at=resumed.at if resumed else None,
-            executed_seq=executed.seq if executed else None,
-            executed_at=executed.at if executed else None,
-            result_preview=_preview(executed),
-            reply_seq=reply.seq if reply else None,
-            reply=str(reply.body.get("text") or "") if reply else None,
-        )
+        out[item.id] = _outcome(resumed, executed, replies.get(item.review.frontier))
     return out
 
 
-def _preview(executed: Any) -> str | None:
-    if executed is None:
-        return None
-    preview = executed.body.get("result_preview")
-    return str(preview) if preview is not None else None
+def _outcome(resumed: Any, executed: Any, reply: Any) -> Outcome:
+    """An :class:`Outcome` from a review's ``run.resumed``, ``tool.executed`` and ``run.replied`` entries
+    (each ``None`` when it is not on the log yet)."""
+    preview = executed.body.get("result_preview") if executed is not None else None
+    return Outcome(
+        resumed_seq=resumed.seq if resumed else None,
+        resumed_at=resumed.at if resumed else None,
+        executed_seq=executed.seq if executed else None,
+        executed_at=executed.at if executed else None,
+        result_preview=str(preview) if preview is not None else None,
+        reply_seq=reply.seq if reply else None,
+        reply=str(reply.body.get("text") or "") if reply else None,
+    )
 
 
 def timeline(store: Any, review: Review) -> list[Any]:
@@ -422,15 +421,7 @@ def outcome_of(entries: Sequence[Any], review: Review) -> Outcome:
     resumed = next((e for e in entries if e.kind == "run.resumed"), None)
     executed = next((e for e in entries if e.kind == "tool.executed" and e.body.get("review") == review.id), None)
     reply = next((e for e in entries if e.kind == "run.replied"), None)
-    return Outcome(
-        resumed_seq=resumed.seq if resumed else None,
-        resumed_at=resumed.at if resumed else None,
-        executed_seq=executed.seq if executed else None,
-        executed_at=executed.at if executed else None,
-        result_preview=_preview(executed),
-        reply_seq=reply.seq if reply else None,
-        reply=str(reply.body.get("text") or "") if reply else None,
-    )
+    return _outcome(resumed, executed, reply)
 
 
 def distinct(store: Any, column: str, visible: ColumnElement[bool], limit: int = 200) -> list[str]:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
-from sqlalchemy import Connection, Engine, Index, UniqueConstraint, create_engine, event, text
+from sqlalchemy import Connection, Engine, Index, UniqueConstraint, create_engine, text
 from sqlmodel import Field, SQLModel
 
+from signoff.audit.driver import sqlite_engine
 from signoff.desk.db import engine_url
 
 
@@ -94,26 +94,11 @@ TABLES = [NotifyEndpoint, NotifyCursor, NotifyJob, NotifyAttempt]
 
 
 def _sqlite_engine(url: str, *, write: bool) -> Engine:
-    """A SQLite engine for the notifier's own rows. Writers begin with ``BEGIN IMMEDIATE`` (no lock
-    upgrade that could fail) and use ``synchronous=NORMAL``: in WAL mode a commit then survives a
-    crash of the process, and a power cut can at worst undo the notifier's last commits, which it
-    redoes (delivery is at least once). The log's own commits keep ``synchronous=FULL``."""
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60}, pool_size=4, max_overflow=8)
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=60000")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Any) -> None:
-        conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    return engine
+    """A SQLite engine for the notifier's own rows (:func:`signoff.audit.driver.sqlite_engine`) with
+    ``synchronous=NORMAL``: in WAL mode a commit then survives a crash of the process, and a power cut
+    can at worst undo the notifier's last commits, which it redoes (delivery is at least once). The
+    log's own commits keep ``synchronous=FULL``."""
+    return sqlite_engine(url, write=write, synchronous="NORMAL", pool_size=4, max_overflow=8)
 
 
 class Engines:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 for p in (HERE, HERE.parents[1]):
@@ -63,3 +64,17 @@ def sclient(sqlite_env: Env) -> Iterator[TestClient]:
 def oclient(open_env: Env) -> Iterator[TestClient]:
     with BrowserClient(open_env.app) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for a module of browser tests (``browserkit.launch``); skipped without
+    Chromium, a failure under CI=true."""
+    from browserkit import chromium_or_skip, launch
+
+    chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()

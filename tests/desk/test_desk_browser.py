@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browserkit import ARTIFACTS, Demo, launch, running_demo, sign_in
+from browserkit import ARTIFACTS, Demo, running_demo, sign_in
 from browserkit import wait_until as _wait_until
 
 pytestmark = pytest.mark.browser
@@ -30,14 +30,6 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     with running_demo(tmp_path_factory.mktemp("demo")) as d:
         yield d
-
-
-@pytest.fixture(scope="module")
-def browser(demo: Demo) -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,6 @@ from browserkit import (
     ARTIFACTS,
     ROOT,
     Demo,
-    launch,
     register,
     reviewer_page,
     running_demo,
@@ -83,14 +82,6 @@ def decided(demo: Demo, review_id: str) -> tuple[Any, Any]:
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     with running_demo(tmp_path_factory.mktemp("passkeys"), host="localhost") as d:
         yield d
-
-
-@pytest.fixture(scope="module")
-def browser(demo: Demo) -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import ARTIFACTS, Demo, launch, register, reviewer_page, running_demo, wait_until
+from browserkit import ARTIFACTS, Demo, register, reviewer_page, running_demo, wait_until
 from deskkit import CAROL, PASSWORD, make_env
 from livekit import serving
 
@@ -46,14 +46,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         finally:
             store.close()
         yield d
-
-
-@pytest.fixture(scope="module")
-def browser(demo: Demo) -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import ARTIFACTS, Demo, launch, running_demo, sign_in, wait_until
+from browserkit import ARTIFACTS, Demo, running_demo, sign_in, wait_until
 from deskkit import ALICE, BOB, PASSWORD, Env, make_env
 from livekit import serving
 
@@ -27,17 +27,6 @@ pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 IBAN = "DE89 3704 0044 0532 0130 00"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from browserkit import chromium_or_skip
-
-    chromium_or_skip()
-    with playwright_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 # == with the demo's agent ==========================================================================
