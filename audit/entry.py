@@ -18,7 +18,6 @@ from signoff.audit.merkle import leaf_hash
 
 VERSION = 1
 ZERO_HASH = "sha256:" + "0" * 64
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 TIME = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z$")
 ACTOR = re.compile(r"^(human|agent|service|admin|log):[^\s]{1,200}$")
 
@@ -73,7 +72,10 @@ def format_time(moment: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    return datetime.strptime(text, TIME_FORMAT).replace(tzinfo=UTC)
+    """A time as :func:`format_time` writes it (:data:`TIME`); anything else is a ValueError."""
+    if not isinstance(text, str) or TIME.match(text) is None:
+        raise ValueError(f"expected a time as YYYY-MM-DDTHH:MM:SS.ffffffZ, found {text!r}")
+    return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)  # ~4x faster than strptime
 
 
 def statement(kind: str, actor: str, body: dict[str, Any], log: str | None = None) -> bytes:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from signoff.audit import CanonicalFormError, canonical, digest
-from signoff.audit.canonical import MAX_DEPTH, decode, is_canonical
+from signoff.audit.canonical import MAX_DEPTH, decode, is_canonical, parse_canonical
 
 MAX = 2**53 - 1
 
@@ -377,3 +377,56 @@ def test_is_canonical_refuses_any_single_byte_change(value: Any, data: st.DataOb
     replacement = data.draw(st.sampled_from(b' 0"\\{}[],:eE.-+9a\xc3'))
     changed = raw[:index] + bytes([replacement]) + raw[index + 1 :]
     assert is_canonical(changed) == _oracle(changed)
+
+
+# -- the fast path of parse_canonical ---------------------------------------------------------------
+
+
+def _simple(value: Any) -> bool:
+    """What ``parse_canonical`` must say of a canonical value: True unless it holds a float, an integer
+    written in 16+ characters or a character beyond the BMP (where sorted compact JSON may differ
+    from RFC 8785, or where the strict reader decides)."""
+    if isinstance(value, bool) or value is None:
+        return True
+    if isinstance(value, float):
+        return False
+    if isinstance(value, int):
+        return len(str(value)) < 16
+    if isinstance(value, str):
+        return all(ord(char) <= 0xFFFF for char in value)
+    if isinstance(value, list):
+        return all(_simple(item) for item in value)
+    return all(_simple(key) and _simple(item) for key, item in value.items())
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values)
+@example({"at": "2026-12-01T07:00:58.521604Z", "n": 1})  # number-like text inside a string
+@example({"a": 'x":1.5,"b', "n": [2, 3]})  # escaped quotes around number-like text
+@example({"a": [1e21, "1.5"], "b": "q"})
+@example({"a": 10**15, "b": "10000000000000000"})
+def test_parse_canonical_reads_what_json_reads_and_flags_the_slow_cases(value: Any) -> None:
+    raw = canonical(value)
+    parsed, simple = parse_canonical(raw)
+    assert parsed == json.loads(raw)
+    assert simple == _simple(json.loads(raw))
+
+
+@pytest.mark.parametrize(
+    "raw, simple",
+    [
+        (b'{"a":"07:58.5,","b":1}', True),  # ":58.5," is text, not a number
+        (b'{"a":"[1.5]"}', True),
+        (b'{"a":1.5}', False),
+        (b"[1,2.5]", False),
+        (b"1.5", False),
+        (b'{"a":1e+21}', False),
+        (b'{"a":1000000000000000}', False),  # 16 digits: the strict path decides
+        (b'{"a":-100000000000000}', False),  # 16 characters
+        (b'{"a":-10000000000000}', True),
+        (b'{"a":"\\"1.5"}', True),  # an escaped quote: the strict path reads it
+        (b'{"a":"\xf0\x9f\x98\x80"}', False),
+    ],
+)
+def test_parse_canonical_fast_path_examples(raw: bytes, simple: bool) -> None:
+    assert parse_canonical(raw) == (json.loads(raw), simple)

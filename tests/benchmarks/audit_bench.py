@@ -18,14 +18,21 @@ interleaved rounds and the medians compared):
   and approved per decision; its coordinator is single-writer, so 16 clients take turns on a lock),
   and beside the **decision floor**: the same statements on the same schema with pre-built values
   (two durable commits per decision for one client; one pair of commits per 16 decisions for 16),
-  plus the Ed25519 sign + check a signed decision costs. Targets: 16 clients ≥ 10× CHAP, 1 client ≥ 3×.
+  plus the Ed25519 sign + check a signed decision costs; and beside the **no-disk-wait ceiling**: the
+  same decisions on a store in tmpfs, where a commit waits for no disk, so the rate is what the Python
+  and SQLite work of a decision allows in one process, however commits are grouped. Targets: 16
+  clients ≥ 10× CHAP, 1 client ≥ 3×.
 * **verify**: ``audit verify`` entries/s on a log of ``--entries`` entries with no per-entry signature
   (one core and all cores, peak RSS of the verifier and of its workers), beside raw SHA-256 over the
   same bytes and CHAP's two verifiers (its in-process ``audit.verify_chain`` and a bare reader that
   recomputes its links); and on a log of ``--signed-entries`` where every decision carries its
   reviewer's signature, beside the **signed floor**: parsing and hashing every entry plus one
-  Ed25519 check per signed entry, on all cores. Targets: ≥ 100k entries/s unsigned; ≥ 0.5 of the
-  signed floor; < 150 MB RSS.
+  Ed25519 check per signed entry, on all cores. Beside the unsigned figure, the **sequential floor**:
+  the order-bound work with no rule at all (read each entry through the store's reader, parse it,
+  compare its ``seq`` and ``prev``, append it to the Merkle range and compare the stored nodes), one
+  core; and the workers' per-entry cost (leaf hash and RFC 8785 check). At 100k entries/s each core
+  may spend 10 µs per entry: the JSON shows what is left of that for the rules. Targets: ≥ 100k
+  entries/s unsigned; ≥ 0.5 of the signed floor; < 150 MB RSS.
 * **Ed25519**: µs per signature check through ``cryptography`` and PyNaCl (libsodium).
 
 Without CHAP installed (``pip install -e '.[bench]'``) the CHAP figures say so and the rest is reported.
@@ -305,6 +312,17 @@ def signoff_decisions(url: str, key: Path, seconds: float, rounds: int) -> dict[
     finally:
         store.close()
     return found
+
+
+def cpu_ceiling(seconds: float, rounds: int) -> dict[str, Any] | str:
+    """The same decisions on a store in tmpfs (``/dev/shm``), where a commit's fsync waits for no disk:
+    what the Python and SQLite work of a decision allows in this process, however commits are grouped."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        return "not measured: no /dev/shm here"
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+        found = signoff_decisions(f"sqlite:///{Path(tmp) / 'decisions.db'}", Path(tmp) / "key.pem", seconds, rounds)
+    return {"clients_1_per_s": round(found["1"]), f"clients_{CLIENTS}_per_s": round(found[str(CLIENTS)])}
 
 
 # -- CHAP, side by side ---------------------------------------------------------------------------
@@ -614,6 +632,35 @@ def run_child(*argv: str) -> dict[str, Any]:
     return found
 
 
+def sequential_floor(path: str) -> None:
+    """Child process: the order-bound work of ``audit verify`` with no rule at all, one core; entries/s.
+
+    Each entry is read through the store's own reader, parsed (``orjson``, as the sequential pass does
+    for an entry a worker found canonical), its ``seq`` and ``prev`` link compared, and its leaf appended
+    to the Merkle range with the stored nodes compared. This is what the one sequential pass costs before
+    any field, key, review, policy or projection check; a worker's hashing and RFC 8785 check come on top.
+    """
+    import orjson
+
+    store = open_store(f"sqlite:///{path}")
+    compact = CompactRange()
+    prev = "sha256:" + "0" * 64
+    count = 0
+    start = time.perf_counter()
+    for seq, digest, raw, nodes, _columns in store.iter_rows(0):
+        data = orjson.loads(raw)
+        if data["seq"] != seq or data["prev"] != prev:
+            raise RuntimeError(f"link broken at {seq}")
+        completed = compact.append(bytes.fromhex(digest[7:]))
+        if b"".join(node for _level, _index, node in completed) != nodes:
+            raise RuntimeError(f"Merkle nodes differ at {seq}")
+        prev = digest
+        count += 1
+    elapsed = time.perf_counter() - start
+    store.close()
+    print(json.dumps({"entries": count, "seconds": elapsed}))
+
+
 def entry_blobs(path: Path, limit: int) -> list[bytes]:
     con = sqlite3.connect(path)
     return [bytes(r[0]) for r in con.execute("SELECT raw FROM signoff_entry ORDER BY seq LIMIT ?", (limit,))]
@@ -625,6 +672,16 @@ def sha256_rate(blobs: list[bytes]) -> float:
     for blob in blobs:
         hashlib.sha256(b"\x00" + blob).digest()
     return len(blobs) / (time.perf_counter() - start)
+
+
+def worker_cost_us(blobs: list[bytes]) -> float:
+    """µs per entry of what the workers do for every entry, one core: the leaf hash and the RFC 8785
+    check (:func:`parse_canonical`), as :func:`signoff.audit.verify_parallel.check_chunk` runs them."""
+    start = time.perf_counter()
+    for blob in blobs:
+        hashlib.sha256(b"\x00" + blob).digest()
+        parse_canonical(blob)
+    return (time.perf_counter() - start) / len(blobs) * 1e6
 
 
 def _floor_chunk(chunk: list[tuple[bytes, bytes | None, bytes | None, bytes | None]]) -> int:
@@ -748,7 +805,11 @@ def main() -> None:
     parser.add_argument("--verify-child", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--chap-verify-child", help=argparse.SUPPRESS)
+    parser.add_argument("--sequential-floor-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sequential_floor_child:
+        sequential_floor(args.sequential_floor_child)
+        return
     if args.verify_child:
         verify_child(args.verify_child, args.jobs)
         return
@@ -839,6 +900,7 @@ def main() -> None:
         floor_1 = decision_floor(floor_src, base / "dfloor1.db", 1)
         floor_16 = decision_floor(floor_src, base / "dfloor16.db", CLIENTS)
         floors = interleaved({"1": lambda: rate(floor_1, s), "16": lambda: rate(floor_16, s)}, args.rounds)
+        ceiling = cpu_ceiling(s * 2, args.rounds)
         crypto = ed25519_costs()
         decisions: dict[str, Any] = {
             "sqlite": {
@@ -847,6 +909,7 @@ def main() -> None:
                 f"mean_group_commit_batch_{CLIENTS}_clients": round(sqlite_dec["mean_batch"], 1),
                 "same_schema_decision_floor_1_client_per_s": round(floors["1"]),
                 f"same_schema_decision_floor_{CLIENTS}_per_commit_per_s": round(floors["16"]),
+                "no_disk_wait_ceiling": ceiling,
             },
             "ed25519": crypto,
         }
@@ -883,7 +946,9 @@ def main() -> None:
         say("verify: one core, all cores ...")
         one = run_child("--verify-child", str(big), "--jobs", "1")
         every = run_child("--verify-child", str(big), "--jobs", str(cores))
+        bare = run_child("--sequential-floor-child", str(big))
         blobs = entry_blobs(big, 200_000)
+        floor_per_s = bare["entries"] / bare["seconds"]
         verify["unsigned"] = {
             "entries": every["size"],
             "ok": one["ok"] and every["ok"],
@@ -894,7 +959,19 @@ def main() -> None:
             "worker_peak_rss_mb": every["worker_peak_rss_mb"],
             "one_core_peak_rss_mb": one["peak_rss_mb"],
             "raw_sha256_entries_per_s_one_core": round(sha256_rate(blobs)),
+            "sequential_floor_entries_per_s": round(floor_per_s),
+            "sequential_floor_us_per_entry": round(1e6 / floor_per_s, 1),
+            "sequential_pass_budget_at_100k_us_per_entry": round(10.0 - 1e6 / floor_per_s, 1),
+            "worker_checks_us_per_entry": round(worker_cost_us(blobs), 1),
         }
+        # At 100k entries/s every core may spend 10 µs per entry; what is left after the bare sequential
+        # pass and the workers' hashing and RFC 8785 check is all the rule checking may cost.
+        verify["unsigned"]["cpu_left_for_rules_at_100k_us_per_entry"] = round(
+            cores * 10.0
+            - verify["unsigned"]["sequential_floor_us_per_entry"]
+            - verify["unsigned"]["worker_checks_us_per_entry"],
+            1,
+        )
         del blobs
         big.unlink()
         say(f"verify: a {args.signed_entries:,}-entry log with signed decisions ...")
