@@ -40,10 +40,11 @@ class CallSpec:
     kind: str = "confirmation"
 
     def to_json(self) -> dict[str, Any]:
-        """The call as ``review.opened`` records it; the JSON values are copies (``asdict`` costs 4x more)."""
+        """The call as ``review.opened`` records it; objects and arrays are copies (``asdict`` costs 4x more)."""
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        for name in ("args", "payload", "context", "tool_schema"):
-            data[name] = copy.deepcopy(data[name])
+        for name, value in data.items():
+            if isinstance(value, dict | list):
+                data[name] = copy.deepcopy(value)
         data["args_digest"] = digest(self.args)
         return data
 

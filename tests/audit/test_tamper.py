@@ -10,6 +10,7 @@ checkpoint, a checkpoint logged or stored, a signature) is the one that catches 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,20 +98,35 @@ def test_edited_hash_column_is_named(case: Case) -> None:
     assert (found.seq, found.rule) == (seq, "entry hash")
 
 
-def test_non_canonical_bytes_with_a_matching_hash_are_named(case: Case) -> None:
-    """The last entry re-serialised non-canonically (spaces); hash and Merkle nodes recomputed."""
+def _rewrite_last_bytes(case: Case, rewrite: Callable[[int, bytes], bytes]) -> int:
+    """Replace the last entry's bytes with ``rewrite(seq, raw)``, recomputing its hash and the Merkle nodes."""
     with case.db() as db:
         rows = db.entries()
         seq, _h, raw = rows[-1]
-        loose = json.dumps(json.loads(raw), indent=1).encode()
+        changed = rewrite(seq, raw)
+        assert changed != raw
         hashes = [h for _s, h, _r in rows]
-        hashes[seq] = leaf(loose)
+        hashes[seq] = leaf(changed)
         rebuild_tree(
-            db, hashes, [("UPDATE signoff_entry SET raw = ?, hash = ? WHERE seq = ?", (loose, hashes[seq], seq))]
+            db, hashes, [("UPDATE signoff_entry SET raw = ?, hash = ? WHERE seq = ?", (changed, hashes[seq], seq))]
         )
+    return int(seq)
+
+
+def test_non_canonical_bytes_with_a_matching_hash_are_named(case: Case) -> None:
+    """The last entry re-serialised non-canonically (spaces); hash and Merkle nodes recomputed."""
+    seq = _rewrite_last_bytes(case, lambda _seq, raw: json.dumps(json.loads(raw), indent=1).encode())
     found = failure(case)
     assert found.seq == seq
     assert "canonical" in found.rule
+
+
+def test_a_whole_number_written_as_a_float_is_named(case: Case) -> None:
+    """``"seq":30.0`` reads as the right seq and is compact, sorted and free of backslashes, exactly as
+    orjson writes it; RFC 8785 writes ``30``. The fast reader must leave it to the strict one."""
+    seq = _rewrite_last_bytes(case, lambda seq, raw: raw.replace(b'"seq":%d' % seq, b'"seq":%d.0' % seq, 1))
+    found = failure(case)
+    assert (found.seq, found.rule) == (seq, "canonical form (RFC 8785)")
 
 
 # -- rows deleted or swapped --------------------------------------------------------------
