@@ -7,6 +7,7 @@ engines and sets the attributes declared here. Reads stream in chunks, with flat
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -136,6 +137,33 @@ class LogReader:
                 db.execute(sql if self.backend == "sqlite" else sql.replace("?", "%s"), params)
                 rows = db.fetchall()
                 conn.rollback()
+            if not rows:
+                return
+            for seq, digest, raw, nodes, kind, actor, subject in rows:
+                yield seq, digest, bytes(raw), bytes(nodes), (kind, actor, subject)
+            cursor = int(rows[-1][0]) + 1
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """One read transaction whose every read sees the same committed state of the store: PostgreSQL
+        ``REPEATABLE READ``, SQLite's read transaction in WAL mode. ``audit verify`` checks the projection
+        in one, so that a write committing meanwhile (a live desk) is seen whole or not at all."""
+        with self.read_engine.connect() as conn:
+            if self.backend == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    def rows_in(
+        self, conn: Connection, start: int
+    ) -> Iterator[tuple[int, str, bytes, bytes, tuple[str, str, str | None]]]:
+        """:meth:`iter_rows` from ``start`` to the head, read in ``conn`` (a :meth:`snapshot`)."""
+        cursor = start
+        while True:
+            db = dbapi_cursor(conn)
+            db.execute(_ROWS_SQL if self.backend == "sqlite" else _ROWS_SQL.replace("?", "%s"),
+                       (self.log_id, cursor, READ_CHUNK))
+            rows = db.fetchall()
             if not rows:
                 return
             for seq, digest, raw, nodes, kind, actor, subject in rows:

@@ -192,13 +192,15 @@ def verify_store(
             )
         if start == 0:
             try:
-                check_projection(store, v)
+                check_projection(store, v)  # first checks what was committed meanwhile, in its snapshot
             except ProjectionMismatch:
                 full = Verifier()
                 full.keep_all = True
                 verify_stream(store.iter_rows(0, stop), verifier=full)
                 check_projection(store, full)
+                v = full
         report.ok = True
+        report.size = v.expected_seq
         report.root = v.root()
         report.checked_from = start
         report.checkpoints = count + (1 if against is not None else 0)

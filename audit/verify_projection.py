@@ -70,66 +70,74 @@ def check_projection(store: Store, v: Verifier) -> None:
     """The review queue, frontiers and reviewers must be exactly what the log says.
 
     Compared as order-free multiset hashes of the rows, so memory stays flat; with
-    ``v.keep_all`` each row is compared directly, to name the one that differs.
+    ``v.keep_all`` each row is compared directly, to name the one that differs. Read in one
+    snapshot (:meth:`~signoff.audit.reader.LogReader.snapshot`): the entries committed since ``v``
+    stopped are checked first, in that snapshot, so a write landing meanwhile is never half seen.
     """
+    with store.snapshot() as conn:
+        for seq, stored_hash, raw, nodes, columns in store.rows_in(conn, v.expected_seq):
+            v.add(raw, stored_hash, seq, nodes, columns)
+        _check_rows(conn, v)
+
+
+def _check_rows(conn: Any, v: Verifier) -> None:
     review_sum = v.review_sum + sum(row_hash(review_tuple(f)) for f in v.reviews.values())
     frontier_sum = v.frontier_sum + sum(row_hash(frontier_tuple(k, f)) for k, f in v.frontiers.items())
     found_reviews = found_frontiers = seen_reviews = seen_frontiers = 0
-    with store.read_engine.connect() as conn:
-        query = select(ReviewRow).where(ReviewRow.log == v.log)  # type: ignore[arg-type]
-        for row in conn.execution_options(yield_per=2000).execute(query):
-            found = row_tuple(row)
-            if v.keep_all:
-                facts = v.reviews.get(row.id)
-                expected = review_tuple(facts) if facts else None
-                if expected != found:
-                    seq = facts.decided_seq if facts and facts.decided_seq is not None else row.opened_seq
-                    if expected is None:
-                        raise VerificationFailed(seq, f"projection of review {row.id}", "no such review", "a row")
-                    differ = [f"{name}={e!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
-                    shown = [f"{name}={f!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
-                    raise VerificationFailed(seq, f"projection of review {row.id}", ", ".join(differ), ", ".join(shown))
-            found_reviews += row_hash(found)
-            seen_reviews += 1
-        if v.keep_all and seen_reviews != len(v.reviews):
-            raise VerificationFailed(None, "projection", f"{len(v.reviews)} review rows", f"{seen_reviews}")
-        if not v.keep_all and found_reviews != review_sum:
-            raise ProjectionMismatch()
-        for front_row in conn.execute(select(FrontierRow).where(col(FrontierRow.log) == v.log)):
-            found_f = (front_row.id, front_row.open_count, front_row.size, front_row.resumed_seq)
-            if v.keep_all:
-                front = v.frontiers.get(front_row.id)
-                expected_f = frontier_tuple(front_row.id, front) if front else None
-                if expected_f != found_f:
-                    named = [x for x in (front[2] if front else None, front_row.resumed_seq) if x is not None]
-                    raise VerificationFailed(
-                        min(named) if named else front_row.opened_seq,
-                        f"projection of frontier {front_row.id}",
-                        str(expected_f),
-                        str(found_f),
-                    )
-            found_frontiers += row_hash(found_f)
-            seen_frontiers += 1
-        if v.keep_all and seen_frontiers != len(v.frontiers):
-            raise VerificationFailed(None, "projection", f"{len(v.frontiers)} frontier rows", f"{seen_frontiers}")
-        if not v.keep_all and found_frontiers != frontier_sum:
-            raise ProjectionMismatch()
-        people = 0
-        for person in conn.execute(select(ReviewerRow).where(col(ReviewerRow.log) == v.log)):
-            people += 1
-            state = v.reviewers.get(person.id)
-            found_state = rules.ReviewerState(
-                person.id, tuple(json.loads(person.roles)), tuple(json.loads(person.tools)), bool(person.enabled)
-            )
-            if state != found_state:
+    query = select(ReviewRow).where(ReviewRow.log == v.log)  # type: ignore[arg-type]
+    for row in conn.execution_options(yield_per=2000).execute(query):
+        found = row_tuple(row)
+        if v.keep_all:
+            facts = v.reviews.get(row.id)
+            expected = review_tuple(facts) if facts else None
+            if expected != found:
+                seq = facts.decided_seq if facts and facts.decided_seq is not None else row.opened_seq
+                if expected is None:
+                    raise VerificationFailed(seq, f"projection of review {row.id}", "no such review", "a row")
+                differ = [f"{name}={e!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
+                shown = [f"{name}={f!r}" for name, e, f in zip(ROW_FIELDS, expected, found, strict=True) if e != f]
+                raise VerificationFailed(seq, f"projection of review {row.id}", ", ".join(differ), ", ".join(shown))
+        found_reviews += row_hash(found)
+        seen_reviews += 1
+    if v.keep_all and seen_reviews != len(v.reviews):
+        raise VerificationFailed(None, "projection", f"{len(v.reviews)} review rows", f"{seen_reviews}")
+    if not v.keep_all and found_reviews != review_sum:
+        raise ProjectionMismatch()
+    for front_row in conn.execute(select(FrontierRow).where(col(FrontierRow.log) == v.log)):
+        found_f = (front_row.id, front_row.open_count, front_row.size, front_row.resumed_seq)
+        if v.keep_all:
+            front = v.frontiers.get(front_row.id)
+            expected_f = frontier_tuple(front_row.id, front) if front else None
+            if expected_f != found_f:
+                named = [x for x in (front[2] if front else None, front_row.resumed_seq) if x is not None]
                 raise VerificationFailed(
-                    person.enrolled_seq, f"projection of reviewer {person.id}", str(state), str(found_state)
+                    min(named) if named else front_row.opened_seq,
+                    f"projection of frontier {front_row.id}",
+                    str(expected_f),
+                    str(found_f),
                 )
-        if people != len(v.reviewers):
-            raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
-        _check_keys(conn, v)
-        _check_log_row(conn, v)
-        _check_checkpoints(conn, v)
+        found_frontiers += row_hash(found_f)
+        seen_frontiers += 1
+    if v.keep_all and seen_frontiers != len(v.frontiers):
+        raise VerificationFailed(None, "projection", f"{len(v.frontiers)} frontier rows", f"{seen_frontiers}")
+    if not v.keep_all and found_frontiers != frontier_sum:
+        raise ProjectionMismatch()
+    people = 0
+    for person in conn.execute(select(ReviewerRow).where(col(ReviewerRow.log) == v.log)):
+        people += 1
+        state = v.reviewers.get(person.id)
+        found_state = rules.ReviewerState(
+            person.id, tuple(json.loads(person.roles)), tuple(json.loads(person.tools)), bool(person.enabled)
+        )
+        if state != found_state:
+            raise VerificationFailed(
+                person.enrolled_seq, f"projection of reviewer {person.id}", str(state), str(found_state)
+            )
+    if people != len(v.reviewers):
+        raise VerificationFailed(None, "projection", f"{len(v.reviewers)} reviewer rows", f"{people}")
+    _check_keys(conn, v)
+    _check_log_row(conn, v)
+    _check_checkpoints(conn, v)
 
 
 def _check_keys(conn: Any, v: Verifier) -> None:
