@@ -1,0 +1,182 @@
+"""``witness keygen`` and ``witness serve``: run a c2sp.org/tlog-witness witness (:mod:`signoff.audit.witness`).
+
+:func:`register` adds a ``witness`` verb with both subcommands to the ``audit`` parser; :func:`main` is
+the same two subcommands on their own (``python -m signoff.audit.witness serve …``).
+
+The witness's key name is part of its identity (its key ID hashes it), so ``keygen`` stores it beside
+the key: ``FILE`` holds the Ed25519 private key (PEM, mode 0600) and ``FILE.vkey`` the witness's vkey
+(``<name>+<key id>+<base64(0x04 || public key)>``), which ``serve`` reads and checks against the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from signoff.audit.c2sp_errors import C2SPVerificationError, KeyFormatError
+from signoff.audit.cli_common import EXIT_CODES, add_json, emit, verb
+from signoff.audit.errors import AuditError, KeyFileError, VerificationFailed
+from signoff.audit.keys import Signer, read_private_key, write_private_key
+from signoff.audit.signed_note import SIG_COSIGNATURE_V1, Verifier, check_key_name, parse_vkey, verifier_from_vkey
+from signoff.audit.tlog_cosignature import Cosigner
+from signoff.audit.witness import Witness, make_server, open_state
+
+__all__ = ["DEFAULT_PORT", "load_cosigner", "main", "register", "vkey_path"]
+
+DEFAULT_PORT = 7380
+
+
+def vkey_path(key: str | Path) -> Path:
+    """Where ``keygen`` writes the witness's vkey: beside the key, as ``FILE.vkey``."""
+    return Path(f"{key}.vkey")
+
+
+def load_cosigner(key: str | Path) -> Cosigner:
+    """The witness's cosigner from ``FILE`` and ``FILE.vkey``, which must hold the same public key."""
+    signer = read_private_key(key)
+    path = vkey_path(key)
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise KeyFileError(
+            f"{path}: expected the witness vkey written by `witness keygen` beside the key, found {exc.strerror}"
+        ) from None
+    vkey = parse_vkey(text)
+    cosigner = Cosigner(vkey.name, signer.private)
+    if vkey.sig_type != SIG_COSIGNATURE_V1 or vkey.public != cosigner.public:
+        raise KeyFileError(f"{path}: expected the cosignature vkey of the key in {key}, found {text[:80]!r}")
+    return cosigner
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    name = check_key_name(args.name)
+    signer = Signer.generate()
+    cosigner = Cosigner(name, signer.private)
+    path = vkey_path(args.out)
+    if path.exists():
+        raise KeyFileError(f"{path}: expected no vkey file, found one already (refusing to overwrite)")
+    write_private_key(signer, args.out)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(cosigner.vkey() + "\n")
+    data = {"name": name, "vkey": cosigner.vkey(), "key_file": str(args.out), "vkey_file": str(path)}
+    emit(args, data, f"{cosigner.vkey()}\n"
+                     f"witness {name}: private key in {args.out} (mode 0600), vkey in {path}\n"
+                     "give the vkey to the logs' clients; start it with: audit witness serve --key "
+                     f"{args.out} --store witness.db --log <log vkey>")  # fmt: skip
+    return 0
+
+
+def _logs(vkeys: Sequence[str]) -> dict[str, list[Verifier]]:
+    logs: dict[str, list[Verifier]] = {}
+    for text in vkeys:
+        verifier = verifier_from_vkey(text)
+        logs.setdefault(verifier.name, []).append(verifier)
+    return logs
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    cosigner = load_cosigner(args.key)
+    if not args.log:
+        raise KeyFormatError("--log: expected at least one log vkey, found none")
+    logs = _logs(args.log)
+    state = open_state(args.store)
+    server = make_server(Witness(cosigner, logs, state), args.host, args.port, quiet=args.quiet)
+
+    def stop(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"witness {cosigner.name} listening on http://{args.host}:{server.server_port}", flush=True)
+    print(f"vkey {cosigner.vkey()}", flush=True)
+    for origin in logs:
+        print(f"log {origin}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        state.close()
+    return 0
+
+
+def _add_verbs(sub: Any) -> None:
+    keygen = verb(
+        sub,
+        "keygen",
+        "create a witness key: FILE (Ed25519 PEM, mode 0600) and FILE.vkey (its name and public key)",
+        "audit witness keygen --name witness.example.org/w1 --out witness-key.pem",
+        cmd_keygen,
+    )
+    keygen.add_argument("--name", required=True, help="the witness's key name, a schema-less URL (no spaces, no '+')")
+    keygen.add_argument("--out", required=True, help="the private key file to write (refuses to overwrite)")
+    add_json(keygen)
+
+    serve = verb(
+        sub,
+        "serve",
+        "run the witness: POST /add-checkpoint and GET /<sha256 of origin>/checkpoint",
+        "audit witness serve --key witness-key.pem --store sqlite:///witness.db --log example.com/log+1a2b3c4d+AW…",
+        cmd_serve,
+    )
+    serve.add_argument("--key", required=True, help="the witness key from `witness keygen` (FILE.vkey beside it)")
+    serve.add_argument(
+        "--store", required=True, help="state: sqlite:///path.db, a file path, or postgresql://user@host/db"
+    )
+    serve.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a trusted log key (repeatable); its key name is the checkpoint origin it signs for",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks one)")
+    serve.add_argument("--quiet", action="store_true", help="no access log on stderr")
+
+
+def register(sub: Any) -> None:
+    """Add ``witness keygen`` and ``witness serve`` to a parser's subcommands."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "witness",
+        help="run a transparency-log witness (c2sp.org/tlog-witness)",
+        description="Run a c2sp.org/tlog-witness witness that cosigns the checkpoints of the logs it trusts.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_verbs(parser.add_subparsers(dest="witness_command", required=True, metavar="COMMAND"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m signoff.audit.witness keygen|serve …``; errors become a message and an exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m signoff.audit.witness",
+        description="Run a c2sp.org/tlog-witness witness that cosigns the checkpoints of the logs it trusts.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_verbs(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+        return code
+    except (VerificationFailed, C2SPVerificationError) as exc:
+        print(f"TAMPERED or INVALID: {exc}", file=sys.stderr)
+        return 1
+    except AuditError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the edge: a message, never a traceback (e.g. the database refused)
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
