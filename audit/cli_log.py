@@ -64,6 +64,8 @@ def entry_line(item: Entry) -> str:
         detail = f"result: {str(body['result_preview'])[:80]}"
     elif item.kind == "run.replied":
         detail = f"reply: {str(body.get('text', ''))[:80]}"
+    elif item.kind == "run.resume_failed":
+        detail = f"{', '.join(map(str, body.get('reviews') or []))} will not run: {str(body.get('reason', ''))[:80]}"
     elif item.kind == "review.approved" and body.get("round") is not None:
         detail = f"round {body['round']}"
     elif item.kind == "review.auto_approved":

@@ -122,8 +122,9 @@ def _take_approval(review_id: str, state: _Replay, item: Entry) -> str:
     return ""
 
 
-def review_from_entries(review_id: str, own: Sequence[Entry], resumed: bool) -> Review:
-    """The review that ``own`` (its entries, oldest first, each naming ``review_id``) describe."""
+def review_from_entries(review_id: str, own: Sequence[Entry], resumed: bool, *, failed: str = "") -> Review:
+    """The review that ``own`` (its entries, oldest first, each naming ``review_id``) describe; ``failed``:
+    the reason of a ``run.resume_failed`` naming it (its call is never run, or run again)."""
     auto = next((e for e in own if e.kind == "review.auto_approved"), None)
     if auto is not None:
         return _auto_review(review_id, auto, own, resumed)
@@ -162,6 +163,7 @@ def review_from_entries(review_id: str, own: Sequence[Entry], resumed: bool) -> 
         escalated_role=state.escalated_role,
         claim=state.claim,
         round_payload=state.approvals[0].body.get("payload") if closing is None and state.approvals else None,
+        resume_failed=failed,
     )
 
 
@@ -217,12 +219,28 @@ def read_review(store: LogReader, review_id: str) -> Review:
     own = _own(review_id, store.read_rows(_BY_SUBJECT, review_id, store.log_id), check_hashes=False)
     if not own:
         raise UnknownReview(review_id)
-    frontier = own[0].body.get("frontier")
-    resumed = isinstance(frontier, str) and any(
-        e.kind == "run.resumed" and e.body.get("frontier") == frontier
-        for e in (parse_entry(bytes(row.raw)) for row in store.read_rows(_BY_SUBJECT, frontier, store.log_id))
+    resumed, failed = frontier_facts(store, own[0].body.get("frontier"), review_id)
+    return review_from_entries(review_id, own, resumed, failed=failed)
+
+
+def frontier_facts(store: LogReader, frontier: Any, review_id: str) -> tuple[bool, str]:
+    """Whether the review's frontier was resumed (``run.resumed``), and the reason of a
+    ``run.resume_failed`` naming the review ("" if none), from the frontier's own entries."""
+    if not isinstance(frontier, str) or not frontier:
+        return False, ""
+    about = [parse_entry(bytes(row.raw)) for row in store.read_rows(_BY_SUBJECT, frontier, store.log_id)]
+    resumed = any(e.kind == "run.resumed" and e.body.get("frontier") == frontier for e in about)
+    failed = next(
+        (
+            str(e.body.get("reason") or "the resume failed")
+            for e in about
+            if e.kind == "run.resume_failed"
+            and e.body.get("frontier") == frontier
+            and review_id in (e.body.get("reviews") or [])
+        ),
+        "",
     )
-    return review_from_entries(review_id, own, resumed)
+    return resumed, failed
 
 
 # -- the proof the gate checks ----------------------------------------------------------------
@@ -262,7 +280,8 @@ def prove_decision(store: LogReader, review_id: str, *, cache: TrustCache | None
     own = _own(review_id, store.read_rows(_BY_SUBJECT, review_id, log_id), check_hashes=True)
     if not own:
         raise UnknownReview(review_id)
-    review = review_from_entries(review_id, own, resumed=False)
+    resumed, failed = frontier_facts(store, own[0].body.get("frontier"), review_id)
+    review = review_from_entries(review_id, own, resumed, failed=failed)
     if review.problem:
         raise DecisionNotProven(review.problem)
     if review.status == "auto_approved":

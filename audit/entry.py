@@ -35,6 +35,7 @@ KINDS = frozenset(
         "policy.set",
         "run.resumed",
         "run.replied",
+        "run.resume_failed",
         "tool.executed",
         "reviewer.enrolled",
         "reviewer.disabled",

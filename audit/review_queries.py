@@ -17,7 +17,7 @@ from sqlmodel import col
 
 from signoff.audit.decided import read_review
 from signoff.audit.entry import Entry, format_time, parse_time
-from signoff.audit.errors import UnknownFrontier
+from signoff.audit.log_state import ProjectionDisagrees, read_frontier
 from signoff.audit.review_types import Frontier, Review, review_from_row
 from signoff.audit.rules import RUNNABLE
 from signoff.audit.store import Store
@@ -76,13 +76,12 @@ class ReviewQueries:
         return None if found is None else self.get(found[0])
 
     def frontier(self, frontier_id: str) -> Frontier:
-        with self.store.read_engine.connect() as conn:
-            front = conn.execute(FRONTIER, {"id": frontier_id, "log": self.store.log_id}).first()
-            if front is None:
-                raise UnknownFrontier(frontier_id)
-            rows = conn.execute(FRONTIER_REVIEWS, {"frontier": frontier_id}).all()
-        resumed = front.resumed_seq is not None
-        return Frontier(frontier_id, tuple(read_review(self.store, row.id) for row in rows), resumed)
+        """One frontier as its own entries tell it (:func:`signoff.audit.log_state.read_frontier`): its
+        reviews, their decisions, its ``run.resumed`` and any ``run.resume_failed``. The frontier row only
+        says where its openings lie; a row that disagrees raises ``ProjectionDisagrees``."""
+        on_log = read_frontier(self.store.read_rows, self.store.log_id, frontier_id)
+        claim = on_log.resumed
+        return Frontier(frontier_id, on_log.reviews, claim is not None, claim=claim, replied=on_log.replied)
 
     def _pending_query(self, tool: str | None, agent: str | None) -> Any:
         query = select(ReviewRow).where(ReviewRow.log == self.store.log_id, ReviewRow.status == "pending")  # type: ignore[arg-type]
@@ -116,7 +115,19 @@ class ReviewQueries:
         return parse_time(found) if found else None
 
     def ready_frontiers(self, limit: int = 100) -> list[Frontier]:
-        """Frontiers whose every review is final and that nobody has resumed yet."""
+        """Frontiers whose every review is final and that nobody has resumed yet, per their rows, each read
+        from the log (one whose rows disagree with the log is left out, with an alarm)."""
+        found = []
+        for frontier_id in self.ready_frontier_ids(limit):
+            try:
+                found.append(self.frontier(frontier_id))
+            except ProjectionDisagrees:
+                continue
+        return found
+
+    def ready_frontier_ids(self, limit: int = 100) -> list[str]:
+        """The ids of frontiers that the projection says are decided and not resumed, oldest first: the
+        candidates a resumer looks at (it decides from the log, :meth:`frontier`)."""
         with self.store.read_engine.connect() as conn:
             ids = conn.execute(
                 select(FrontierRow.id)  # type: ignore[call-overload]
@@ -128,7 +139,7 @@ class ReviewQueries:
                 .order_by(FrontierRow.opened_seq)
                 .limit(limit)
             ).all()
-        return [self.frontier(row[0]) for row in ids]
+        return [str(row[0]) for row in ids]
 
     def stalled(self, older_than: float, *, limit: int = 500) -> list[Stalled]:
         """Approved or edited reviews whose run was resumed at least ``older_than`` seconds ago and whose
@@ -141,8 +152,8 @@ class ReviewQueries:
             if claim.kind != "run.resumed" or claim.at > cutoff:
                 continue
             review = self.get(row.id)
-            if review.executed or review.status not in RUNNABLE:
-                continue  # the projection said so, the log does not
+            if review.executed or review.resume_failed or review.status not in RUNNABLE:
+                continue  # the projection said so, the log does not (or the log says it never runs)
             found.append(Stalled(review, claim))
         return found
 

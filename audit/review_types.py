@@ -123,6 +123,7 @@ class Review:
     escalated_role: str | None = None
     claim: tuple[str, str] | None = None  # (reviewer, until): "I'm on it"
     round_payload: Any = None  # the answer the round's first approval gave (its later ones must give it too)
+    resume_failed: str = ""  # why its call will not run (a run.resume_failed names it), if one does
 
     @property
     def approvals_needed(self) -> int:
@@ -142,6 +143,8 @@ class Frontier:
     id: str
     reviews: tuple[Review, ...]
     resumed: bool
+    claim: Any = None  # its run.resumed entry (an audit.entry.Entry), when read from the log
+    replied: bool = False  # a run.replied follows the resume
 
     @property
     def decided(self) -> bool:

@@ -25,16 +25,19 @@ from signoff.audit.decided import review_from_entries
 from signoff.audit.entry import Entry, check_actor, format_time
 from signoff.audit.errors import (
     DuplicateReview,
+    ExecutionMismatch,
     InvalidEntry,
     MissingReason,
     NotAllowed,
     StaleRound,
     UnknownFrontier,
+    UnknownReview,
 )
 from signoff.audit.keys import Signer
 from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
+from signoff.audit.log_state import FrontierOnLog, alarm, read_frontier, read_review_in
 from signoff.audit.review_policies import ReviewPolicies, check_policies, effective
-from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, RESUMED_SEQ, ReviewQueries
+from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, ReviewQueries
 from signoff.audit.review_types import (
     CallSpec,
     Frontier,
@@ -360,6 +363,9 @@ class ReviewService(ReviewQueries, ReviewPolicies):
     def claim_resume(self, frontier_id: str, *, actor: str, via: str | None = None) -> Entry:
         """Append ``run.resumed`` for a fully decided frontier, at most once (rule 5).
 
+        Decided from the log, in the transaction: the frontier's ``review.opened`` entries, each review's
+        decisions and the frontier's own entries (:func:`signoff.audit.log_state.read_frontier`). The
+        projection rows only say where to look; a row that disagrees is an alarm, never the answer.
         ``via`` says who sends the answers, as far as the caller can tell (``resumer``, ``client:<user>``)."""
         check_actor(actor)
         if via is not None:
@@ -369,14 +375,18 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
             if front is None:
                 raise UnknownFrontier(frontier_id)
-            rows = tx.conn.execute(FRONTIER_REVIEWS, {"frontier": frontier_id}).all()
-            rules.resume(frontier_id, {row.id: row.status for row in rows}, front.resumed_seq)
-            first = json.loads(rows[0].data)["call"]
+            on_log = read_frontier(
+                tx.rows, tx.log, frontier_id, pending=tx.appended, hint=(front.opened_seq, front.size)
+            )
+            resumed_seq = on_log.resumed.seq if on_log.resumed is not None else None
+            _compare_frontier(tx, front, on_log, resumed_seq)
+            rules.resume(frontier_id, {r.id: r.status for r in on_log.reviews}, resumed_seq)
+            first = on_log.reviews[0].call
             body = {
                 "frontier": frontier_id,
-                "reviews": [row.id for row in rows],
-                "invocation": first["invocation"],
-                "session": first["session"],
+                "reviews": [r.id for r in on_log.reviews],
+                "invocation": first.invocation,
+                "session": first.session,
             }
             if via is not None:
                 body["via"] = via
@@ -390,21 +400,63 @@ class ReviewService(ReviewQueries, ReviewPolicies):
 
     def record_execution(self, review_id: str, *, actor: str, args: dict[str, Any], result: Any = None) -> Entry:
         """Append ``tool.executed`` with the digest of the args the tool really ran with (rule 6), and,
-        when given, the digest of its result and a short preview of it for the people who decided."""
+        when given, the digest of its result and a short preview of it for the people who decided.
+
+        Decided from the log (the review's decision entries and its frontier's ``run.resumed``), never
+        from the projection row alone. When the args the tool ran with are not the decided ones, the
+        entry written instead is ``run.resume_failed`` naming the review: the call is then never run
+        again, by any later pass (the caller checks the returned entry's kind)."""
         check_actor(actor)
         found = digest(args)
         outcome = result_fields(result) if result is not None else {}
 
         def work(tx: Tx) -> Entry:
             row = self._row(tx, review_id)
-            rules.execute(state_from_row(row) if row is not None else None, review_id, found)
-            if tx.rules.version >= RULES_VERSION and row.frontier:  # an auto-approved call never paused
-                resumed = tx.conn.execute(RESUMED_SEQ, {"id": row.frontier}).scalar()
-                rules.executed_after_resume(review_id, resumed)
+            if row is None:
+                raise UnknownReview(review_id)
+            review, on_log = read_review_in(tx.rows, tx.log, review_id, row.frontier or None, pending=tx.appended)
+            resumed_seq = on_log.resumed.seq if on_log is not None and on_log.resumed is not None else None
+            state = _log_state(review)
+            _compare_review(row, state)
+            try:
+                rules.execute(state, review_id, found)
+                if tx.rules.version >= RULES_VERSION and row.frontier:  # an auto-approved call never paused
+                    rules.executed_after_resume(review_id, resumed_seq)
+            except ExecutionMismatch as exc:
+                runnable = state.status in rules.RUNNABLE and not state.executed and not state.failed
+                if on_log is None or resumed_seq is None or not runnable:
+                    raise
+                failed = {
+                    "frontier": on_log.id,
+                    "reviews": [review_id],
+                    "reason": f"tool.executed refused: {exc}",
+                    "args_digest": found,
+                }
+                return tx.append(
+                    actor, "run.resume_failed", failed, self._signature(tx, actor, "run.resume_failed", failed)
+                )
             body = {"review": review_id, "args_digest": found, **outcome}
             entry = tx.append(actor, "tool.executed", body, self._signature(tx, actor, "tool.executed", body))
             tx.conn.execute(update(ReviewRow).where(ReviewRow.id == review_id).values(executed_seq=entry.seq))  # type: ignore[arg-type]
             return entry
+
+        return self.store.transact(work)
+
+    def record_resume_failure(self, frontier_id: str, *, actor: str, reviews: Sequence[str], reason: str) -> Entry:
+        """Append ``run.resume_failed``: the approved calls ``reviews`` of a resumed frontier will not run
+        (the answer could not be sent, or the log shows it cannot be). Once per call; from then on no
+        resumer sends it and the gate runs none of them. Decided from the log, in the transaction."""
+        check_actor(actor)
+        if not isinstance(reason, str) or not reason.strip():
+            raise MissingReason(f"reason: expected why the resume failed, found {reason!r}")
+        bounded_text(reason, "$.reason")
+
+        def work(tx: Tx) -> Entry:
+            on_log = read_frontier(tx.rows, tx.log, frontier_id, pending=tx.appended)
+            resumed_seq = on_log.resumed.seq if on_log.resumed is not None else None
+            rules.resume_failed(frontier_id, actor, resumed_seq, list(reviews), _open_calls(on_log))
+            body = {"frontier": frontier_id, "reviews": list(reviews), "reason": reason}
+            return tx.append(actor, "run.resume_failed", body, self._signature(tx, actor, "run.resume_failed", body))
 
         return self.store.transact(work)
 
@@ -443,6 +495,56 @@ def result_fields(result: Any) -> dict[str, str]:
         text = repr(result)
         fingerprint = digest(text)
     return {"result_digest": fingerprint, "result_preview": text[:MAX_PREVIEW]}
+
+
+def _log_state(review: Review) -> rules.ReviewState:
+    """What rule 6 needs of a review, as its log entries tell it."""
+    runs = review.status in rules.RUNNABLE and not review.problem
+    return rules.ReviewState(
+        id=review.id,
+        frontier=review.frontier,
+        tool=review.tool,
+        status=review.status if not review.problem else "tampered",
+        args=None,
+        args_digest=review.args_digest,
+        role=review.policy.role,
+        deadline=None,
+        final_digest=digest(review.final_args) if runs and review.final_args is not None else None,
+        executed=review.executed,
+        failed=bool(review.resume_failed),
+    )
+
+
+def _open_calls(on_log: FrontierOnLog) -> dict[str, bool]:
+    """The frontier's approved calls, each mapped to whether it may still run (per the log)."""
+    return {
+        r.id: not r.executed and not r.resume_failed and not r.problem
+        for r in on_log.reviews
+        if r.status in rules.RUNNABLE
+    }
+
+
+def _compare_review(row: Any, state: rules.ReviewState) -> None:
+    """A review row that says other than the log about what rule 6 checks raises an alarm (the log decides)."""
+    found = (row.status, row.final_digest, row.executed_seq is not None)
+    expected = (state.status, state.final_digest, state.executed)
+    if found != expected:
+        alarm("review row", f"review {row.id}: the row says (status, digest, executed) {found}, the log {expected}")
+
+
+def _compare_frontier(tx: Tx, front: Any, on_log: FrontierOnLog, resumed_seq: int | None) -> None:
+    """A frontier row, or a review row of it, that says other than the log raises an alarm."""
+    still_open = sum(1 for r in on_log.reviews if not r.final)
+    if (front.open_count, front.resumed_seq) != (still_open, resumed_seq):
+        alarm(
+            "frontier row",
+            f"frontier {front.id}: the row says (open_count, resumed_seq) = {(front.open_count, front.resumed_seq)}, "
+            f"the log {(still_open, resumed_seq)}",
+        )
+    statuses = {row.id: row.status for row in tx.conn.execute(FRONTIER_REVIEWS, {"frontier": front.id}).all()}
+    expected = {r.id: r.status for r in on_log.reviews}
+    if statuses != expected:
+        alarm("review row", f"frontier {front.id}: its review rows say {statuses}, the log {expected}")
 
 
 def _check_round(review_id: str, state: rules.ReviewState, seen: int | None) -> None:

@@ -59,6 +59,7 @@ class ReviewState:
     schema: dict[str, Any] | None = None
     final_digest: str | None = None
     executed: bool = False
+    failed: bool = False  # a run.resume_failed names it: its call is never run (or run again)
     # Quorum (a policy's ``approvals``): the round's args and digest are ``args``/``args_digest``; an
     # edit starts a new round, and the round's approvers (the editor first) count toward the quorum.
     approvals_needed: int = 1
@@ -289,11 +290,33 @@ def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> Revi
         )
     if state.executed:
         raise ExecutionMismatch(f"review {review_id}: expected one execution, found it already executed")
+    if state.failed:
+        raise ExecutionMismatch(
+            f"review {review_id}: expected no execution after run.resume_failed named it, found tool.executed"
+        )
     if args_digest != state.final_digest:
         raise ExecutionMismatch(
             f"review {review_id}: expected the tool to run with args {state.final_digest}, found {args_digest}"
         )
     return replace(state, executed=True)
+
+
+def resume_failed(frontier: str, actor: str, resumed_seq: int | None, named: Any, open_calls: dict[str, bool]) -> None:
+    """``run.resume_failed``: an agent or service says that the calls of a resumed frontier named in
+    ``reviews`` will not run (sending the answer failed, or the record of a call that ran was refused).
+    ``open_calls``: the frontier's approved reviews, each mapped to whether it may still run (not
+    executed, not named by an earlier ``run.resume_failed``). Once named, a call never runs (rule 6)."""
+    if not actor.startswith(("agent:", "service:")):
+        raise NotAllowed(f"actor: expected an agent: or service: actor, found {actor!r}")
+    if resumed_seq is None:
+        raise FrontierNotReady(f"frontier {frontier}: expected run.resumed before run.resume_failed, found no resume")
+    if not isinstance(named, list) or not named or not all(isinstance(r, str) for r in named):
+        raise ExecutionMismatch(f"frontier {frontier}: expected the reviews whose calls failed, found {named!r}")
+    for review_id in named:
+        if not open_calls.get(review_id, False):
+            raise ExecutionMismatch(
+                f"frontier {frontier}: expected {review_id} an approved call of it that has neither run nor failed"
+            )
 
 
 def executed_after_resume(review_id: str, resumed_seq: int | None) -> None:

@@ -354,6 +354,8 @@ class Verifier:
                 frontier_id, front[2] if front is not None else None, replied=_small(frontier_id) in self.replied
             )
             self.replied.add(_small(frontier_id))
+        elif kind == "run.resume_failed":
+            self._resume_failed(actor, body)
         elif kind == "tool.executed":
             facts = self._review(str(body.get("review")))
             state = rules.execute(facts.state if facts else None, str(body.get("review")), body.get("args_digest"))
@@ -488,6 +490,28 @@ class Verifier:
         facts = ReviewFacts(state, "", None, fixed, decided=(seq, actor, at))
         facts.data_digest = json_digest(rules.auto_data(body))
         self.reviews[review_id] = facts
+
+    def _resume_failed(self, actor: str, body: dict[str, Any]) -> None:
+        """``run.resume_failed``: calls of a resumed frontier that will never run; each is approved, has not
+        run, and was not named before. They stay live here, so that a later ``tool.executed`` is named."""
+        frontier_id = str(body.get("frontier"))
+        front = self.frontiers.get(frontier_id)
+        resumed = _small(frontier_id) in self.closed_frontiers or (front is not None and front[2] is not None)
+        named = body.get("reviews")
+        open_calls: dict[str, bool] = {}
+        for rid in named if isinstance(named, list) else []:
+            facts = self.reviews.get(str(rid))
+            open_calls[str(rid)] = (
+                facts is not None
+                and facts.frontier == frontier_id
+                and facts.state.status in rules.RUNNABLE
+                and not facts.state.executed
+                and not facts.state.failed
+            )
+        rules.resume_failed(frontier_id, actor, 0 if resumed else None, named, open_calls)
+        for rid in open_calls:
+            facts = self.reviews[rid]
+            facts.state = replace(facts.state, failed=True)
 
     def _escalated(self, actor: str, body: dict[str, Any], at: str) -> None:
         review_id = str(body.get("review"))

@@ -136,6 +136,11 @@ class ToolGate:
                 "error": f"The call {tool.name}() was not run again: the log shows it already ran.",
                 "signoff": {"review": review.id, "status": "already_executed"},
             }
+        if review.resume_failed:
+            return {
+                "error": f"The call {tool.name}() was not run: the log says it never runs ({review.resume_failed}).",
+                "signoff": {"review": review.id, "status": "resume_failed", "reason": review.resume_failed},
+            }
         now = time.monotonic()
         if any(
             rid == review.id and now - started < IN_FLIGHT_SECONDS for rid, _sid, started in self._in_flight.values()
@@ -256,13 +261,30 @@ class ToolGate:
     async def _record(
         self, review: Review, args: dict[str, Any], tool_context: Any, result: Any
     ) -> dict[str, Any] | None:
-        await asyncio.to_thread(
-            self.signoff.reviews.record_execution,
-            review.id,
-            actor=agent_actor(tool_context.agent_name),
-            args=args,
-            result=result,
-        )
+        """``tool.executed``; when the log refuses it (the tool ran with other args than the signed ones,
+        or ran again), the run goes on with the tool's result and a note, and the refusal is on the log
+        as ``run.resume_failed`` where it can be (the call then never runs again) and in the log output.
+        Raising here would leave the call's answer unconsumed, for a later pass to run it again."""
+        try:
+            recorded = await asyncio.to_thread(
+                self.signoff.reviews.record_execution,
+                review.id,
+                actor=agent_actor(tool_context.agent_name),
+                args=args,
+                result=result,
+            )
+        except AuditError as exc:
+            log.error("%s(): review %s ran, but its tool.executed was refused: %s", review.tool, review.id, exc)
+            return _noted(result, f"Signoff: the record of this call was refused ({exc}).")
+        if recorded.kind == "run.resume_failed":
+            log.error(
+                "%s(): review %s ran with other args than the signed ones; recorded run.resume_failed at seq %d: %s",
+                review.tool,
+                review.id,
+                recorded.seq,
+                recorded.body.get("reason"),
+            )
+            return _noted(result, f"Signoff: this call ran with other args than the signed ones (seq {recorded.seq}).")
         if review.status == EDITED and isinstance(result, dict):
             return {**result, "signoff_note": edit_note(review)}
         return None
@@ -288,6 +310,13 @@ class ToolGate:
         """The tool raised (or was cancelled): nothing ran to completion, so nothing is recorded."""
         self._running.pop(_run_key(tool_context), None)
         self._in_flight.pop(_run_key(tool_context), None)
+
+
+def _noted(result: Any, note: str) -> dict[str, Any]:
+    """The tool's result with Signoff's note on it, as the model will read it."""
+    if isinstance(result, dict):
+        return {**result, "signoff_note": note}
+    return {"result": result, "signoff_note": note}
 
 
 def _run_key(tool_context: Any) -> str:

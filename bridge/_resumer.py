@@ -3,16 +3,24 @@
 Internal module, not public API; import from ``bridge``.
 
 Exactly once (DESIGN.md "The bridge"): a worker claims a decided frontier by appending
-``run.resumed`` (``ReviewService.claim_resume``, one transaction; a second claim raises
-``AlreadyResumed``), and only then sends the one message answering every call of the frontier.
-After a crash, the session's own events tell what happened to a claim this worker made:
+``run.resumed`` (``ReviewService.claim_resume``, one transaction that decides from the log; a second
+claim raises ``AlreadyResumed``), and only then sends the one message answering every call of the
+frontier. What to send is decided from the log (DESIGN.md "Decide from the log"): the frontier's
+``run.resumed``, its reviews' decision entries, their ``tool.executed`` and any ``run.resume_failed``;
+the projection rows only say which frontiers to look at. After a crash, the session's own events
+tell what happened to a claim this worker made:
 
 * no user event answers the frontier's calls: the claim was never sent, so it is sent now;
-* the answer is there but no final response follows it: the run died on the way, so it is driven
-  again (``run_async(invocation_id=...)`` with no new message, ADK's resumable-invocation path);
+* the session holds this very answer, not yet consumed (the run died after ADK stored it, before
+  or while the tool ran): the run is driven again with no new message (``run_async(invocation_id=...)``,
+  ADK's resumable-invocation path, which takes up the stored answer), so the session holds one
+  answer per pause;
+* the answer was consumed but the run has not finished: it is driven again, with no new message;
 * anything else: it was sent and the run finished; it is never sent again.
 
-A tool that already has ``tool.executed`` on the log is not run again (see ``Signoff.before_tool``).
+A tool that already has ``tool.executed`` (or a ``run.resume_failed``) on the log is not run again
+(see ``Signoff.before_tool``). Each frontier fails alone: an error on one is logged once, counted in
+``signoff_resume_failures_total``, and skipped, and every other frontier keeps resuming.
 """
 
 from __future__ import annotations
@@ -25,10 +33,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import orjson
 from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
+from prometheus_client import Counter
 
 from signoff.audit import Frontier, ReviewService, Store
 from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
@@ -40,9 +50,14 @@ from signoff.bridge._calls import (
     resume_message,
 )
 from signoff.bridge._guard import resuming
-from signoff.bridge._mapping import to_tool_confirmation
+from signoff.bridge._mapping import RUNS, to_tool_confirmation
 
 log = logging.getLogger("signoff.bridge")
+RESUME_FAILURES = Counter(
+    "signoff_resume_failures_total",
+    "Frontiers the resumer could not resume (each frontier and step counted once per process)",
+    ["app", "step"],
+)
 STALE_RETRIES = 8  # a stale session is read again and the send retried, 0.02 s apart at first, doubling
 STALE_RETRY_FIRST = 0.02
 ORPHAN_FIRST_RECHECK = 0.2  # a decided frontier whose pause is not in the session yet: seconds until the next look
@@ -108,11 +123,15 @@ class Resumer:
         self.on_step = on_step
         self.on_event = on_event
         self._recovered = False
+        self.failures: list[tuple[str, str, str]] = []  # (frontier, step, why) of the last pass
+        self._reported: set[tuple[str, str]] = set()  # (frontier, step) already logged and counted
+        self._poisoned: set[str] = set()  # frontiers whose rows disagree with the log: not looked at again
         # Frontiers whose pause was not in the session when last looked at: (when to look again, interval).
         self._orphans: dict[str, tuple[float, float]] = {}
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self.takeover_after = takeover_after
         self._next_takeover = 0.0
+        self.root_name = str(getattr(runner.agent, "name", "") or "")
         signoff.ensure_plugin(runner)
 
     # -- one pass ------------------------------------------------------------------------
@@ -122,27 +141,49 @@ class Resumer:
 
         A frontier is claimed only when a slot is free to send it at once; the claimed runs are
         driven concurrently (at most ``concurrency``), so one long run does not hold up the others.
+        A frontier that fails (its rows disagree with the log, its run raises) is reported once and
+        skipped; :attr:`failures` lists this pass's.
         """
         done: list[Resumed] = []
+        self.failures = []
         if not self._recovered:
             done.extend(await self._recover())
             self._recovered = True
         svc = self.signoff.reviews
-        frontiers: list[Frontier] = await asyncio.to_thread(svc.ready_frontiers)
-        ready = {frontier.id for frontier in frontiers}
+        ids: list[str] = await asyncio.to_thread(svc.ready_frontier_ids, 100 + len(self._poisoned))
+        ready = set(ids)
         for gone in [fid for fid in self._orphans if fid not in ready]:
             del self._orphans[gone]  # resumed by another worker (or beyond this page): nothing to look at
         sends: list[asyncio.Task[Resumed | None]] = []
-        for frontier in frontiers:
+        for frontier_id in ids:
+            if frontier_id in self._poisoned:
+                continue
+            orphan = self._orphans.get(frontier_id)
+            if orphan is not None and time.monotonic() < orphan[0]:
+                continue
+            try:
+                frontier = await asyncio.to_thread(svc.frontier, frontier_id)
+            except Exception as exc:  # noqa: BLE001 - one frontier fails alone
+                self._report(frontier_id, "read", exc, poisoned=True)
+                continue
             if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
                 continue
-            orphan = self._orphans.get(frontier.id)
-            if orphan is not None and time.monotonic() < orphan[0]:
+            if not frontier.decided or frontier.resumed:
+                waiting = [r.id for r in frontier.reviews if not r.final]
+                self._report(
+                    frontier_id,
+                    "read",
+                    "its rows say it waits to be resumed, the log says "
+                    + (f"{', '.join(waiting)} still pending" if waiting else "it was resumed already"),
+                    poisoned=True,
+                )
                 continue
             await self._slots.acquire()  # claim only what can be sent at once
             session = None
             try:
                 session = await self._claim(frontier)
+            except Exception as exc:  # noqa: BLE001
+                self._report(frontier_id, "claim", exc)
             finally:
                 if session is None:
                     self._slots.release()
@@ -152,6 +193,19 @@ class Resumer:
             if result is not None:
                 done.append(result)
         return done
+
+    def _report(self, frontier_id: str, step: str, error: BaseException | str, *, poisoned: bool = False) -> None:
+        """One frontier's failure: logged and counted once per frontier and step (not once per pass),
+        and listed in :attr:`failures`; ``poisoned``: not looked at again by this worker."""
+        text = error if isinstance(error, str) else _describe(error)
+        self.failures.append((frontier_id, step, text))
+        if poisoned:
+            self._poisoned.add(frontier_id)
+        if (frontier_id, step) in self._reported:
+            return
+        self._reported.add((frontier_id, step))
+        RESUME_FAILURES.labels(self.app_name, step).inc()
+        log.error("frontier %s: not resumed (%s): %s; the other frontiers go on", frontier_id, step, text)
 
     async def _claim(self, frontier: Frontier) -> Session | None:
         """Claim ``frontier`` (``run.resumed``); its session if this worker now owns the send."""
@@ -188,9 +242,9 @@ class Resumer:
         """Send a claimed frontier, then free its slot (taken in :meth:`run_once`)."""
         try:
             result = await self._send_retrying(frontier, how="sent", session=session)
-        except Exception:
+        except Exception as exc:  # noqa: BLE001
             # The claim stands (exactly once); the run's own error is the app's to see.
-            log.exception("frontier %s: the resumed run failed", frontier.id)
+            self._report(frontier.id, "run", exc)
             return None
         finally:
             self._slots.release()
@@ -242,13 +296,17 @@ class Resumer:
         seen: set[str] = set()
         for item in stalled:
             review = item.review
-            if review.call.app != self.app_name or review.frontier in seen:
+            if review.call.app != self.app_name or review.frontier in seen or review.frontier in self._poisoned:
                 continue
             seen.add(review.frontier)
             if self.signoff.claimed_here(review.frontier):
                 continue  # this process is running it now
-            frontier = await asyncio.to_thread(self.signoff.reviews.frontier, review.frontier)
-            session = await self._session(frontier)
+            try:
+                frontier = await asyncio.to_thread(self.signoff.reviews.frontier, review.frontier)
+                session = await self._session(frontier)
+            except Exception as exc:  # noqa: BLE001
+                self._report(review.frontier, "take over", exc, poisoned=True)
+                continue
             if session is None:
                 continue
             log.warning(
@@ -258,7 +316,11 @@ class Resumer:
                 item.claim.at,
             )
             self.signoff.note_claim(frontier.id)
-            result = await self._send_retrying(frontier, how="taken over", session=session)
+            try:
+                result = await self._send_retrying(frontier, how="taken over", session=session)
+            except Exception as exc:  # noqa: BLE001
+                self._report(frontier.id, "take over", exc)
+                continue
             if result is not None:
                 done.append(result)
         return done
@@ -307,15 +369,25 @@ class Resumer:
         if session is None:
             log.error("frontier %s: expected session %s, found none; not resumed", frontier.id, first.session)
             return None
+        waiting = [r.id for r in frontier.reviews if not r.final]
+        if waiting:  # the log decides: a frontier with an open review is never answered
+            raise FrontierNotReady(
+                f"frontier {frontier.id}: claimed, but the log shows {', '.join(waiting)} still pending "
+                "(that claim breaks review rule 5); nothing is sent"
+            )
         ids = {r.id: adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
         answered = answered_ids(session.events, first.invocation, ids.values())
         todo = [r for r in frontier.reviews if ids[r.id] not in answered]
         if not todo:
-            if how == "recovered" and not _ran_on(session.events, frontier):
+            if how == "recovered" and not _ran_on(session.events, frontier, self.root_name):
                 return await self._drive(frontier, None, how="redriven")
             return None
-        message = resume_message((paused_call_of(r), to_tool_confirmation(r)) for r in todo)
-        return await self._drive(frontier, message, how=how)
+        answers = [(paused_call_of(r), to_tool_confirmation(r)) for r in todo]
+        if _answers_stored(session.events, first.invocation, answers):
+            # The session holds this very answer, unconsumed: the run died after ADK stored it. Driven
+            # again with no new message, ADK takes up the stored answer: one answer per pause.
+            return await self._drive(frontier, None, how="redriven")
+        return await self._drive(frontier, resume_message(answers), how=how)
 
     async def _drive(self, frontier: Frontier, message: Any, *, how: str) -> Resumed:
         first = frontier.reviews[0].call
@@ -346,17 +418,23 @@ class Resumer:
     # -- crash recovery ------------------------------------------------------------------
 
     async def _recover(self) -> list[Resumed]:
-        """Send the claims this worker made but (per the session's events) never sent."""
+        """Send the claims this worker made but (per the session's events) never sent, or drive again the
+        runs they left unfinished. Each claim is looked at alone: one that fails is reported and skipped."""
         store = self.signoff.store
         svc = self.signoff.reviews
-        claims = await asyncio.to_thread(lambda: [e.body for e in store.entries(kind="run.resumed", actor=self.actor)])
+        claims = await asyncio.to_thread(lambda: [e for e in store.entries(kind="run.resumed", actor=self.actor)])
         done: list[Resumed] = []
-        for body in claims:
-            frontier = await asyncio.to_thread(svc.frontier, str(body["frontier"]))
-            if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
+        for claim in claims:
+            frontier_id = str(claim.body.get("frontier"))
+            try:
+                frontier = await asyncio.to_thread(svc.frontier, frontier_id)
+                if not frontier.reviews or frontier.reviews[0].call.app != self.app_name or _done_on_log(frontier):
+                    continue
+                self.signoff.note_claim(frontier.id)
+                result = await self._send_retrying(frontier, how="recovered")
+            except Exception as exc:  # noqa: BLE001 - one frontier fails alone
+                self._report(frontier_id, "recover", exc, poisoned=True)
                 continue
-            self.signoff.note_claim(frontier.id)
-            result = await self._send_retrying(frontier, how="recovered")
             if result is not None:
                 done.append(result)
         return done
@@ -406,8 +484,10 @@ def _paused_in(events: list[Event], frontier: Frontier, *, now: float | None = N
     )
 
 
-def _ran_on(events: list[Event], frontier: Frontier) -> bool:
-    """Whether the run went on to a final response after the message answering ``frontier``."""
+def _ran_on(events: list[Event], frontier: Frontier, root: str = "") -> bool:
+    """Whether the run finished after the message answering ``frontier``: the root agent ended
+    (``end_of_agent``), or an agent gave a final response with something in it (ADK also stores empty
+    events that count as final responses, before a tool has run)."""
     ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
     invocation = frontier.reviews[0].call.invocation
     pause = max(
@@ -428,7 +508,55 @@ def _ran_on(events: list[Event], frontier: Frontier) -> bool:
     )
     if answer is None:
         return False
-    return any(ev.author != "user" and ev.is_final_response() for ev in events[answer + 1 :])
+    return any(
+        ev.author != "user"
+        and (
+            (bool(root) and ev.author == root and bool(ev.actions.end_of_agent))
+            or (ev.is_final_response() and bool(ev.content and ev.content.parts))
+        )
+        for ev in events[answer + 1 :]
+    )
+
+
+def _answers_stored(events: list[Event], invocation: str, answers: list[tuple[Any, Any]]) -> bool:
+    """Whether the session already holds, after the pause, exactly these answers (the last answer to each
+    call is the one ADK takes up): a resume whose message ADK stored before the run died."""
+    wanted = {call.confirmation_id: _canonical(confirmation.model_dump(mode="json")) for call, confirmation in answers}
+    pause = max(
+        (
+            i
+            for i, ev in enumerate(events)
+            if ev.invocation_id == invocation and any(fc.id in wanted for fc in ev.get_function_calls())
+        ),
+        default=-1,
+    )
+    if pause < 0:
+        return False
+    last: dict[str, bytes] = {}
+    for ev in events[pause + 1 :]:
+        if ev.author == "user":
+            for fr in ev.get_function_responses():
+                if fr.id in wanted:
+                    last[str(fr.id)] = _canonical(fr.response)
+    return last == wanted
+
+
+def _canonical(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _done_on_log(frontier: Frontier) -> bool:
+    """The log says the run of a claimed frontier went to its end: its reply is recorded, and each of its
+    approved calls ran (``tool.executed``) or never will (``run.resume_failed``). Nothing to look at."""
+    return frontier.replied and all(
+        review.executed or review.resume_failed or review.status not in RUNS for review in frontier.reviews
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    """An error as one line (no traceback): its type, unless it is one of ours, and its message."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return text if isinstance(exc, AuditError) and text else f"{type(exc).__name__}: {text}"
 
 
 def _text(event: Event) -> str:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import copy
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from google.adk.runners import Runner
 
 _DEFAULT: Signoff | None = None
+_INSTANCES: weakref.WeakSet[Signoff] = weakref.WeakSet()  # every Signoff that agent callbacks may use
 _CLAIMS_KEPT = 10_000  # a resumed frontier's calls run within moments; older claims need not be remembered
 
 
@@ -59,13 +62,17 @@ class Signoff:
         log_key: str | None = None,
         service_key: str | Path | Signer | None = None,
         default: bool = True,
+        app: str | None = None,
     ) -> None:
         """Open the log named by ``store`` (create it first with ``audit init``, away from the agent).
 
         ``log_key`` pins the log's public key (``ed25519:…``, printed by ``audit init``): the gate then
         refuses every decision that does not chain up to it, even if the whole database was rewritten.
         ``service_key`` (optional) is this agent host's own key, enrolled by an admin, to sign the
-        entries it writes. ``default`` makes this instance the one ``apply_reviewed_args`` uses.
+        entries it writes. ``default`` makes this instance one that ``apply_reviewed_args`` may use:
+        with several in one process (one ``adk api_server`` serving several apps), each agent's calls
+        go to its own app's Signoff: the one whose ``app`` names the session's app, else the one created
+        in that app's package (``bank/agent.py`` serves app ``bank``); see :func:`signoff_for`.
         The agent host needs nothing else: no admin key, no reviewer key.
         """
         self.store = open_store(store, create=False) if isinstance(store, str) else store
@@ -78,9 +85,13 @@ class Signoff:
         self._by_confirmation: dict[tuple[str, str], str] = {}
         self._claims: collections.OrderedDict[str, None] = collections.OrderedDict()  # frontiers claimed here
         self._claims_lock = threading.Lock()
+        self.app = app
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        self.package = str(caller).split(".", 1)[0]  # the app's package, for apply_reviewed_args
         if default:
             global _DEFAULT
             _DEFAULT = self
+            _INSTANCES.add(self)
 
     # -- the two objects an app installs ------------------------------------------------
 
@@ -116,6 +127,7 @@ class Signoff:
         )
 
     def close(self) -> None:
+        _INSTANCES.discard(self)
         self.store.close()
 
     def note_claim(self, frontier_id: str) -> None:
@@ -333,6 +345,14 @@ class Signoff:
         """A reviewed call of this session running in this process now (its review id), if any."""
         return self._gate.busy(session_id)
 
+    async def apply_reviewed_args(
+        self, tool: BaseTool, args: dict[str, Any], tool_context: Any
+    ) -> dict[str, Any] | None:
+        """This Signoff's own ``before_tool_callback`` (the module's :func:`apply_reviewed_args`, bound to it)."""
+        if _plugin_present(tool_context):
+            return None
+        return await self.before_tool(tool, args, tool_context)
+
     def tool_failed(self, tool_context: Any) -> None:
         """Forget a reviewed call whose tool raised: no ``tool.executed`` is recorded for it."""
         self._gate.forget(tool_context)
@@ -344,19 +364,52 @@ def default_signoff() -> Signoff:
     return _DEFAULT
 
 
+def signoff_for(tool_context: Any) -> Signoff:
+    """The ``Signoff`` of the app whose agent is calling a tool, for the agent-level callbacks.
+
+    The one whose plugin the runner carries; else the one created with ``app=`` the session's app; else
+    the one created in the app's own package (``adk api_server`` serves ``agents/bank/agent.py`` as app
+    ``bank``); else the only one there is. Several, none of them the app's: a ``RuntimeError`` that says
+    what to do, never a guess.
+    """
+    manager = getattr(getattr(tool_context, "_invocation_context", None), "plugin_manager", None)
+    if manager is not None:
+        installed = next((p.signoff for p in manager.plugins if isinstance(p, SignoffPlugin)), None)
+        if isinstance(installed, Signoff):
+            return installed
+    live = list(_INSTANCES)
+    app = str(getattr(getattr(tool_context, "session", None), "app_name", "") or "")
+    for choose in (
+        lambda s: s.app is not None and s.app == app,
+        lambda s: s.app is None and bool(app) and s.package == app,
+    ):
+        found = [s for s in live if choose(s)]
+        if len(found) == 1:
+            return found[0]
+    if len(live) == 1:
+        return live[0]
+    if not live:
+        raise RuntimeError("apply_reviewed_args: expected a Signoff to be created first, found none")
+    raise RuntimeError(
+        f"apply_reviewed_args: expected one Signoff for app {app!r}, found {len(live)} in this process and none "
+        f"created for it; create it with Signoff(..., app={app!r}), or pass its own callback "
+        "(before_tool_callback=signoff.apply_reviewed_args)"
+    )
+
+
 async def apply_reviewed_args(tool: BaseTool, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
     """Agent-level ``before_tool_callback``: the design card's one line, ``before_tool_callback=apply_reviewed_args``.
 
     Mutates ``args`` in place and returns ``None`` once a person approved or edited the call; returns
     the person's reason when they rejected it (or it expired or was withdrawn). The first call it
-    sees registers the most recent ``Signoff``'s plugin on the runner, which from then on opens a
-    review for every pause (in frontiers), guards resume messages and records what ran; once the
-    plugin is there this callback leaves the call to it (plugin callbacks run before agent ones).
+    sees registers its app's ``Signoff``'s plugin (:func:`signoff_for`) on the runner, which from then
+    on opens a review for every pause (in frontiers), guards resume messages and records what ran;
+    once a Signoff plugin is there this callback leaves the call to it (plugin callbacks run before
+    agent ones).
     """
-    signoff = default_signoff()
-    if _plugin_present(signoff, tool_context):
+    if _plugin_present(tool_context):
         return None
-    return await signoff.before_tool(tool, args, tool_context)
+    return await signoff_for(tool_context).before_tool(tool, args, tool_context)
 
 
 async def record_tool_executed(
@@ -365,12 +418,13 @@ async def record_tool_executed(
     """Agent-level ``after_tool_callback`` recording ``tool.executed`` (see :func:`apply_reviewed_args`).
 
     Optional: the plugin that ``apply_reviewed_args`` registers records it too (once, whoever runs first)."""
-    return await default_signoff().after_tool(tool, args, tool_context, tool_response)
+    return await signoff_for(tool_context).after_tool(tool, args, tool_context, tool_response)
 
 
-def _plugin_present(signoff: Signoff, tool_context: Any) -> bool:
+def _plugin_present(tool_context: Any) -> bool:
+    """A Signoff plugin (any Signoff's) is on this runner: it gates the call, so the callback must not."""
     manager = getattr(getattr(tool_context, "_invocation_context", None), "plugin_manager", None)
-    return manager is not None and plugin_of(manager, signoff) is not None
+    return manager is not None and any(isinstance(p, SignoffPlugin) for p in manager.plugins)
 
 
 __all__ = [
@@ -379,4 +433,5 @@ __all__ = [
     "Signoff",
     "apply_reviewed_args",
     "record_tool_executed",
+    "signoff_for",
 ]

@@ -6,7 +6,10 @@ API server serves, opens the same session database (the same URI syntax as ``adk
 No Python glue is needed: the Signoff instance is the one behind the App's Signoff plugin (or the
 module's ``signoff`` attribute).
 
-Exit codes: 0 stopped cleanly; 2 unusable input (no such module or attribute, no App, no Signoff).
+Exit codes: 0 stopped cleanly (or, with ``--once``, every frontier looked at was resumed); 1 a
+frontier could not be resumed (with ``--once``; the log line names it) or the resumer stopped on an
+error; 2 unusable input (no such module or attribute, no App, no Signoff). Errors are one line each,
+never a traceback (``--verbose`` adds them).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import contextlib
 import hashlib
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -28,6 +32,38 @@ from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._signoff import Signoff
 
 EXAMPLE = "signoff resume --agents-dir agents --app bank.agent:app --sessions sqlite:///sessions.db"
+DESCRIPTION = """Resume the decided frontiers of an app served by `adk api_server`, exactly once.
+
+It loads the ADK App the API server serves (--app MODULE:ATTR, found under --agents-dir), opens the
+same session database (--sessions, the URI `adk api_server --session_service_uri` takes) and sends
+each decision back to its run, once, until stopped. The Signoff it uses is the one behind the App's
+Signoff plugin, or the module's `signoff` attribute, or one on --store."""
+EXIT = """exit codes: 0 stopped cleanly (with --once: every frontier looked at was resumed);
+1 a frontier could not be resumed (with --once; a log line names it) or the resumer stopped on an error;
+2 unusable input (no such module, App or Signoff)"""
+
+
+class _OneLine(logging.Formatter):
+    """Log records as one line each: the message, never a traceback (``--verbose`` keeps them)."""
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        return ""
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802
+        return ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return super().format(record)
+
+
+def setup_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    fmt = "signoff: %(levelname)s %(name)s: %(message)s"
+    handler.setFormatter(logging.Formatter(fmt) if verbose else _OneLine(fmt))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 class UsageError(Exception):
@@ -105,24 +141,31 @@ def exclusive(store: Any, actor: str) -> Iterator[None]:
 
 async def _serve(
     signoff: Signoff, runner: Any, actor: str | None, max_wait: float, once: bool, takeover_after: float
-) -> None:
+) -> int:
+    """Run the resumer; the exit code (1: with ``once``, a frontier it could not resume)."""
     resumer = signoff.resumer(runner, actor=actor, max_wait=max_wait, takeover_after=takeover_after)
     if once:
         done = await resumer.run_once()
+        failed = sorted({frontier for frontier, _step, _why in resumer.failures})
         print(f"signoff: resumed {len(done)} frontier(s)", file=sys.stderr)
-        return
+        if failed:
+            print(f"signoff: could not resume {len(failed)} frontier(s): {', '.join(failed)}", file=sys.stderr)
+            return 1
+        return 0
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await resumer.serve(stop=stop)
+    return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from google.adk.cli.utils.service_factory import create_session_service_from_options
     from google.adk.runners import Runner
 
+    setup_logging(args.verbose)
     app, module = load_app(args.app, args.agents_dir)
     signoff = signoff_of(app, module, args.store)
     # The very function `adk api_server --session_service_uri` uses, so every URI it takes works here.
@@ -135,8 +178,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        asyncio.run(_serve(signoff, runner, actor, args.max_wait, args.once, args.takeover_after))
-    return 0
+        if args.metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            start_http_server(args.metrics_port, addr=args.metrics_host)
+        try:
+            return asyncio.run(_serve(signoff, runner, actor, args.max_wait, args.once, args.takeover_after))
+        except (UsageError, AuditError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the edge: one line, never a traceback
+            print(f"error: the resumer stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+            if args.verbose:
+                raise
+            return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,8 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume = sub.add_parser(
         "resume",
         help="resume decided frontiers of an app served by `adk api_server`, exactly once",
-        description=__doc__,
-        epilog=f"example:\n  {EXAMPLE}\n\nexit codes: 0 stopped; 2 unusable input",
+        description=DESCRIPTION,
+        epilog=f"example:\n  {EXAMPLE}\n\n{EXIT}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     resume.add_argument("--app", required=True, help="MODULE:ATTR of the google.adk.apps.App (e.g. bank.agent:app)")
@@ -165,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds after which a resumed call that neither ran nor had its answer consumed is sent again "
         "(its claimant died); keep it longer than your slowest tool",
     )
+    resume.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus metrics (signoff_resume_failures_total, …) on this port"
+    )
+    resume.add_argument("--metrics-host", default="127.0.0.1", help="the address for --metrics-port")
+    resume.add_argument("--verbose", action="store_true", help="log more, with tracebacks")
     resume.set_defaults(run=cmd_resume)
     return parser
 

@@ -183,6 +183,9 @@ class OutcomePublic(BaseModel):
     result_preview: str | None = Field(None, description="at most 500 characters of the tool's result as JSON")
     reply: str | None = Field(None, description="the agent's next words after the resumed run")
     reply_seq: int | None = None
+    failed: bool = Field(False, description="a run.resume_failed names this call: it runs no more")
+    failed_seq: int | None = None
+    failed_reason: str | None = None
 
 
 class ReviewDetail(ReviewPublic):

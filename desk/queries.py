@@ -66,9 +66,14 @@ class Outcome:
     result_preview: str | None = None
     reply_seq: int | None = None
     reply: str | None = None
+    failed_seq: int | None = None  # a run.resume_failed naming the review: its call never runs
+    failed_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "failed": self.failed_seq is not None,
+            "failed_seq": self.failed_seq,
+            "failed_reason": self.failed_reason,
             "resumed": self.resumed_seq is not None,
             "resumed_seq": self.resumed_seq,
             "executed": self.executed_seq is not None,
@@ -364,6 +369,7 @@ def outcomes(store: Any, items: Sequence[Listed]) -> dict[str, Outcome]:
     log = store.log_id
     by_seq: dict[int, Any] = {}
     replies: dict[str, Any] = {}
+    failures: dict[str, Any] = {}  # review id -> the run.resume_failed naming it
     with store.read_engine.connect() as conn:
         if seqs:
             for seq, raw in conn.execute(
@@ -378,25 +384,31 @@ def outcomes(store: Any, items: Sequence[Listed]) -> dict[str, Outcome]:
                 select(col(EntryRow.raw)).where(
                     col(EntryRow.log) == log,
                     col(EntryRow.subject).in_(resumed_frontiers),
-                    col(EntryRow.kind) == "run.replied",
+                    col(EntryRow.kind).in_(("run.replied", "run.resume_failed")),
                 )
             ):
                 entry = parse_entry(bytes(raw))
-                replies.setdefault(str(entry.body.get("frontier")), entry)
+                if entry.kind == "run.replied":
+                    replies.setdefault(str(entry.body.get("frontier")), entry)
+                else:
+                    for rid in entry.body.get("reviews") or []:
+                        failures.setdefault(str(rid), entry)
     out = {}
     for item in decided_items:
         fi = info.get(item.review.frontier)
         resumed = by_seq.get(fi.resumed_seq) if fi and fi.resumed_seq is not None else None
         executed = by_seq.get(item.executed_seq) if item.executed_seq is not None else None
-        out[item.id] = _outcome(resumed, executed, replies.get(item.review.frontier))
+        out[item.id] = _outcome(resumed, executed, replies.get(item.review.frontier), failures.get(item.id))
     return out
 
 
-def _outcome(resumed: Any, executed: Any, reply: Any) -> Outcome:
-    """An :class:`Outcome` from a review's ``run.resumed``, ``tool.executed`` and ``run.replied`` entries
-    (each ``None`` when it is not on the log yet)."""
+def _outcome(resumed: Any, executed: Any, reply: Any, failed: Any = None) -> Outcome:
+    """An :class:`Outcome` from a review's ``run.resumed``, ``tool.executed``, ``run.replied`` and
+    ``run.resume_failed`` entries (each ``None`` when it is not on the log yet)."""
     preview = executed.body.get("result_preview") if executed is not None else None
     return Outcome(
+        failed_seq=failed.seq if failed is not None else None,
+        failed_reason=str(failed.body.get("reason") or "") if failed is not None else None,
         resumed_seq=resumed.seq if resumed else None,
         resumed_at=resumed.at if resumed else None,
         executed_seq=executed.seq if executed else None,
@@ -421,7 +433,10 @@ def outcome_of(entries: Sequence[Any], review: Review) -> Outcome:
     resumed = next((e for e in entries if e.kind == "run.resumed"), None)
     executed = next((e for e in entries if e.kind == "tool.executed" and e.body.get("review") == review.id), None)
     reply = next((e for e in entries if e.kind == "run.replied"), None)
-    return _outcome(resumed, executed, reply)
+    failed = next(
+        (e for e in entries if e.kind == "run.resume_failed" and review.id in (e.body.get("reviews") or [])), None
+    )
+    return _outcome(resumed, executed, reply, failed)
 
 
 def distinct(store: Any, column: str, visible: ColumnElement[bool], limit: int = 200) -> list[str]:

@@ -17,6 +17,7 @@ Events (the page inserts their strings with ``textContent``):
 * ``resumed``: the agent's run was resumed with the answers of a frontier;
 * ``executed``: a tool ran, with a short preview of its result;
 * ``replied``: the agent's next words after the resumed run;
+* ``resume_failed``: calls of a resumed frontier that run no more (``run.resume_failed``);
 * ``log``: the log's new size; ``bye``: this stream ends (signed out, disabled, roles changed).
 
 Each browser only hears about reviews its reviewer may see (desk/scope.py). A stream ends within
@@ -190,6 +191,16 @@ def event_of(entry: Any, row: Any = None) -> dict[str, Any] | None:
             "review": body.get("review"),
             "args_digest": body.get("args_digest"),
             "result_preview": str(preview) if preview is not None else None,
+            "at": entry.at,
+        }
+    if entry.kind == "run.resume_failed":
+        reviews = body.get("reviews")
+        return {
+            "type": "resume_failed",
+            "seq": entry.seq,
+            "frontier": body.get("frontier"),
+            "reviews": [r for r in reviews if isinstance(r, str)] if isinstance(reviews, list) else [],
+            "reason": str(body.get("reason") or ""),
             "at": entry.at,
         }
     if entry.kind == "run.replied":

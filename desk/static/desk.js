@@ -259,7 +259,8 @@
       },
       resumed: recent,
       executed: recent,
-      replied: recent
+      replied: recent,
+      resume_failed: recent
     });
     keysForQueue(body);
   }
@@ -494,7 +495,8 @@
       escalated: function (ev) { if (ev.review === data.id) progress(); },
       resumed: function (ev) { if (ev.frontier === data.frontier) outcome(); },
       executed: function (ev) { if (ev.review === data.id) outcome(); },
-      replied: function (ev) { if (ev.frontier === data.frontier) outcome(); }
+      replied: function (ev) { if (ev.frontier === data.frontier) outcome(); },
+      resume_failed: function (ev) { if (ev.frontier === data.frontier) outcome(); }
     });
     keysForReview(data);
   }

@@ -593,21 +593,22 @@ def test_execution_refusals(svc: ReviewService, keys: Keys, store: Store, store_
     )
     svc.withdraw(pending.id, actor=AGENT, reason="the run moved on")
     svc.claim_resume(front.id, actor=AGENT)
+    # an edited review runs with the edited args, not the opened ones: a tool that ran with other args
+    # than the decided ones is recorded as run.resume_failed (in the same transaction), and never again
+    size = store.size()
+    failed = svc.record_execution(edited.id, actor=AGENT, args={"amount": 100, "to": "bob"})
+    assert (failed.kind, failed.seq, failed.body["reviews"]) == ("run.resume_failed", size, [edited.id])
+    assert "tool.executed refused" in failed.body["reason"] and "expected the tool to run with" in failed.body["reason"]
+    assert svc.get(edited.id).resume_failed == failed.body["reason"]
     err = _refused(
         store,
         store_url,
         ExecutionMismatch,
-        lambda: svc.record_execution(ok.id, actor=AGENT, args={"amount": 101, "to": "bob"}),
-        ok.args_digest,
+        lambda: svc.record_execution(edited.id, actor=AGENT, args={"amount": 1, "to": "bob"}),
+        "after run.resume_failed",
     )
     assert isinstance(err, ReviewError) and err.rule == 6
-    # an edited review runs with the edited args, not the opened ones
-    _refused(
-        store,
-        store_url,
-        ExecutionMismatch,
-        lambda: svc.record_execution(edited.id, actor=AGENT, args={"amount": 100, "to": "bob"}),
-    )
+    assert [s.review.id for s in svc.stalled(0)] == [ok.id]  # a failed call is not "waiting to run"
     _refused(
         store,
         store_url,

@@ -5,7 +5,8 @@
 
 SESSIONS is ``sqlite:<path>`` (SqliteSessionService) or ``db:<sqlalchemy async url>``
 (DatabaseSessionService). ``crash_resume`` is the same resume, for forked children that SIGKILL
-themselves at one step of the resumer (``before_claim``, ``after_claim``, ``sent``, ``after_send``);
+themselves at one step of the resumer (``before_claim``, ``after_claim``, ``sent``, ``after_send``) or
+of the resumed run (``before_store``, ``in_tool``, ``after_tool``: see ``_support.CrashPlugin``);
 ``python tests/bridge/_proc.py zygote`` forks them.
 """
 
@@ -25,6 +26,8 @@ for p in (str(HERE.parents[1]), str(HERE)):
         sys.path.insert(0, p)
 
 from _support import (  # noqa: E402
+    CRASH_STEPS,
+    CrashPlugin,
     make_app,
     new_session,
     run_turn,
@@ -78,7 +81,9 @@ async def resume(
 ) -> list[dict[str, Any]]:
     signoff = bridge.Signoff(store_url)
     service = session_service(sessions)
-    runner = Runner(app=make_app(root_for(kind), signoff, plugin=kind != "callbacks"), session_service=service)
+    extra = (CrashPlugin(crash_at),) if crash_at in CRASH_STEPS else ()
+    app = make_app(root_for(kind), signoff, plugin=kind != "callbacks", extra=extra)
+    runner = Runner(app=app, session_service=service)
 
     def hook(step: str, frontier: str) -> None:
         if step == crash_at:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import warnings
 from collections.abc import AsyncGenerator
 from pathlib import Path
@@ -191,8 +192,43 @@ def workflow_agent() -> Any:
     return Workflow(name="flow", edges=[("START", gated(transfer))])
 
 
-def make_app(root: Any, signoff: bridge.Signoff | None, *, plugin: bool = True) -> App:
+class CrashPlugin(BasePlugin):
+    """Kills its process with SIGKILL at one point of a resumed run, after Signoff's own callbacks there
+    (plugins run in order, and Signoff's comes first): ``before_store`` (the answer sent, before ADK
+    stores it), ``in_tool`` (the answer stored, the tool entered, before its effect) or ``after_tool``
+    (the tool ran and ``tool.executed`` is on the log, before ADK stores its response)."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(name=f"crash-{step}")
+        self.step = step
+
+    def _die(self, step: str) -> None:
+        if step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def on_user_message_callback(self, *, invocation_context: Any, user_message: types.Content) -> None:
+        if any(p.function_response for p in user_message.parts or []):
+            self._die("before_store")
+
+    async def before_tool_callback(self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any) -> None:
+        if tool_context.tool_confirmation is not None:
+            self._die("in_tool")
+
+    async def after_tool_callback(
+        self, *, tool: Any, tool_args: dict[str, Any], tool_context: Any, result: Any
+    ) -> None:
+        if tool_context.tool_confirmation is not None:
+            self._die("after_tool")
+
+
+CRASH_STEPS = ("before_store", "in_tool", "after_tool")
+
+
+def make_app(
+    root: Any, signoff: bridge.Signoff | None, *, plugin: bool = True, extra: tuple[BasePlugin, ...] = ()
+) -> App:
     plugins: list[BasePlugin] = [signoff.plugin()] if (signoff is not None and plugin) else []
+    plugins.extend(extra)
     return App(
         name=APP,
         root_agent=root,

@@ -493,14 +493,13 @@ def test_sidecar_killed_mid_resume_then_restarted_runs_the_tool_once(dep: Deploy
     assert (ran["args"], ran["pid"]) == (ASKED, second.proc.pid)
     assert dep.log_of(paused.session) == [*claimed, EXECUTED]  # still one claim
     assert len(dep.finals(paused.session)) == 1
+    # One answer per pause: after a kill inside the tool the restart drives the run again with no new
+    # message, and ADK takes up the answer the killed run left stored.
+    assert len(dep.answers(paused.session)) == 1
     if where == "in_tool":
-        # The killed run's answer stays in the session, unconsumed; the restart answered again. The
-        # tool was entered twice (once killed before any effect), under one idempotency key.
-        assert len(dep.answers(paused.session)) == 2
+        # The tool was entered twice (once killed before any effect), under one idempotency key.
         [stalled] = [json.loads(line) for line in marker.read_text().splitlines()]
         assert (stalled["pid"], stalled["key"]) == (first.proc.pid, ran["key"])
-    else:
-        assert len(dep.answers(paused.session)) == 1
     second.stop()
     third = dep.sidecar(actor=actor, once=True)  # and a later restart sends nothing again
     third.proc.wait(TIMEOUT)
@@ -680,3 +679,79 @@ def test_postgres_sessions_refused_early_then_cli_edit_and_sidecar(pg_deployment
     assert_clean(sidecar)
     assert_clean(pg.server)
     assert_bound(pg.store)
+
+
+# -- a supervisor restarting the sidecar, with a database writer at work (issue 17) -------------------
+
+SKEW_ENV = "SIGNOFF_TEST_SKEW"  # read by api_agents/bank/agent.py
+
+
+def _sql(url: str, statement: str, *params: Any) -> None:
+    """Plain SQL behind the service's back (``?`` placeholders), on either backend."""
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute(statement, params)
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(statement.replace("?", "%s"), params)
+
+
+def _supervised(d: Deployment, tmp_path: Path) -> None:
+    """Every tampering in place, then `signoff resume --once` restarted 10 times by a loop (a supervisor):
+    each signed call runs at most once, each honest frontier exactly once, and no pass prints a traceback."""
+    actor = "agent:supervised"
+    skew = tmp_path / "skew.txt"
+    rewritten = d.pause()  # approved, then its row's final_digest rewritten before it runs
+    d.audit("approve", rewritten.review)
+    _sql(d.store_url, "UPDATE signoff_review SET final_digest = ? WHERE id = ?", "sha256:" + "0" * 64, rewritten.review)
+    forged = d.pause()  # pending on the log; its rows say decided
+    frontier = d.reviews.get(forged.review).frontier
+    edited = "UPDATE signoff_review SET status = 'edited', decided_seq = opened_seq WHERE id = ?"
+    _sql(d.store_url, edited, forged.review)
+    _sql(d.store_url, "UPDATE signoff_frontier SET open_count = 0 WHERE id = ?", frontier)
+    skewed = d.pause()  # a plugin after Signoff's changes its args: its tool.executed is refused
+    skew.write_text(skewed.session + "\n")
+    d.audit("approve", skewed.review)
+    honest = [d.pause() for _ in range(2)]
+    for paused in honest:
+        d.audit("approve", paused.review)
+    codes = []
+    for _ in range(10):
+        proc = d.sidecar(actor=actor, once=True, env={SKEW_ENV: str(skew)})
+        proc.proc.wait(TIMEOUT)
+        codes.append(proc.proc.returncode)
+        text = proc.text()
+        assert "Traceback" not in text, text
+        assert f"frontier {frontier}" in text, text  # a log line names the frontier it could not resume
+    assert codes == [1] * 10  # every pass: one frontier could not be resumed (documented exit code 1)
+    assert [r["args"] for r in d.ran(rewritten.session)] == [ASKED]
+    assert d.ran(forged.session) == []
+    assert [r["args"]["amount"] for r in d.ran(skewed.session)] == [ASKED["amount"] + 1]  # once, and never again
+    for paused in honest:
+        assert [r["args"] for r in d.ran(paused.session)] == [ASKED]
+    failed = [e.body for e in d.store.entries(kind="run.resume_failed")]
+    assert [b["reviews"] for b in failed] == [[skewed.review]]
+    resumed = [e.body["frontier"] for e in d.store.entries(kind="run.resumed")]
+    assert frontier not in resumed and len(resumed) == len(set(resumed)) == 4
+    done = subprocess.run(
+        [str(BIN / "audit"), "--store", d.store_url, "verify"],
+        capture_output=True, text=True, env=d.env, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert done.returncode == 1 and "projection of review" in done.stderr, done.stderr
+
+
+def test_sidecar_restarted_by_a_supervisor_with_the_database_tampered(
+    fresh: Callable[..., Deployment], tmp_path: Path
+) -> None:
+    _supervised(fresh(), tmp_path)
+
+
+@pytest.mark.postgres
+def test_sidecar_restarted_by_a_supervisor_with_the_database_tampered_postgres(
+    pg_deployment: Deployment, tmp_path: Path
+) -> None:
+    _supervised(pg_deployment, tmp_path)

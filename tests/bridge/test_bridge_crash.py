@@ -1,4 +1,4 @@
-"""Crashes: SIGKILL the resumer before the claim, between claim and send, and after the send.
+"""Crashes: SIGKILL the resumer at every point of a resume, from before the claim to after the run.
 
 Every child is a real process, forked by a "zygote" subprocess that has imported everything and
 started no thread (so a start costs milliseconds), and kills itself with SIGKILL at one step of the
@@ -22,7 +22,10 @@ from conftest import ROOT, assert_bound
 
 from signoff import bridge
 
-STEPS = ["before_claim", "after_claim", "sent", "after_send"]
+# Every point of a resume: before the claim, after it, the answer sent but not yet stored by ADK, stored
+# (the run's first event), the tool entered, the tool done (tool.executed) but its response not stored,
+# and after the run.
+STEPS = ["before_claim", "after_claim", "before_store", "sent", "in_tool", "after_tool", "after_send"]
 ACTOR = "agent:resumer-crashy"
 PROC = Path(__file__).resolve().parent / "_proc.py"
 
@@ -76,7 +79,7 @@ async def _paused_sessions(signoff: bridge.Signoff, tmp_path: Path, count: int) 
 @pytest.mark.asyncio
 async def test_sigkill_resumer_exactly_once(store_url: str, runs_file: Path, tmp_path: Path) -> None:
     postgres = store_url.startswith("postgresql")
-    crashes_wanted = 8 if postgres else 24
+    crashes_wanted = 14 if postgres else 28
     signoff = bridge.Signoff(store_url)
     t0 = time.perf_counter()
     sessions = await _paused_sessions(signoff, tmp_path, count=crashes_wanted)

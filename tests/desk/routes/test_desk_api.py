@@ -80,6 +80,9 @@ def test_get_review_with_frontier_and_role(env: Env, client: TestClient) -> None
         "result_preview": None,
         "reply": None,
         "reply_seq": None,
+        "failed": False,
+        "failed_seq": None,
+        "failed_reason": None,
     }
     # Outside BOB's roles and tools: not there at all for him.
     assert client.get(f"/api/reviews/{first.id}", headers=env.bearer(BOB)).status_code == 404

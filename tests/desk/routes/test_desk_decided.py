@@ -181,6 +181,24 @@ def test_outcome_says_what_will_run_then_what_ran(env: Env, client: TestClient) 
     assert "Tool ran" in recent and "R-77" in recent and "Agent replied" in recent
 
 
+def test_a_call_that_runs_no_more_says_why(env: Env, client: TestClient) -> None:
+    """A run.resume_failed naming the review (its tool.executed was refused, or its answer could not be
+    sent): the outcome card, the Decided list and the API say the call runs no more, and why."""
+    rev = env.open()[0]
+    env.svc.approve(rev.id, reviewer=ALICE, signer=env.signer_of(ALICE))
+    env.svc.claim_resume(rev.frontier, actor="agent:teller")
+    failed = env.svc.record_execution(rev.id, actor="agent:teller", args={**rev.call.args, "amount": 1})
+    assert failed.kind == "run.resume_failed"
+    sign_in(client)
+    card = client.get(f"/reviews/{rev.id}/outcome").text
+    assert 'id="resume-failed"' in card and "runs no more" in card and "tool.executed refused" in card
+    assert f"seq {failed.seq}" in card and "Will run with" not in card
+    assert "runs no more" in client.get("/decided").text
+    detail = client.get(f"/api/reviews/{rev.id}", headers=env.bearer()).json()
+    assert detail["outcome"]["failed"] and detail["outcome"]["failed_seq"] == failed.seq
+    assert client.get("/api/stalled", headers=env.bearer()).json() == []
+
+
 def test_a_rejection_leaves_a_visible_trace(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
     env.svc.reject(rev.id, reviewer=CAROL, reason="Wrong account", signer=env.signer_of(CAROL))
