@@ -14,7 +14,6 @@ from signoff.audit.store import Store, open_store
 
 DEFAULT_STORE = "sqlite:///signoff.db"
 DEFAULT_KEY = "signoff-log-key.pem"
-DEFAULT_ADMIN_KEY = "signoff-admin-key.pem"
 EXIT_CODES = """exit codes: 0 done / intact; 1 a verification or proof failed;
 2 unusable input or a refused request (bad URL, missing or wrong file, unknown id, invalid patch)"""
 

@@ -13,7 +13,6 @@ from typing import Any
 from signoff.audit import schema_version
 from signoff.audit.canonical import decode
 from signoff.audit.cli_common import (
-    DEFAULT_ADMIN_KEY,
     add_json,
     emit,
     open_existing,
@@ -28,7 +27,7 @@ from signoff.audit.proofs import KIND as PROOF_KIND
 from signoff.audit.proofs import build_inclusion, check_inclusion, consistency
 from signoff.audit.review_queries import ReviewQueries, Stalled
 from signoff.audit.reviews import ReviewService
-from signoff.audit.store import open_store
+from signoff.audit.store import default_admin_key, open_store
 from signoff.audit.verify import Report, load_checkpoint, verify_file, verify_store
 from signoff.audit.verify_parallel import default_jobs
 
@@ -112,6 +111,8 @@ def _report(args: argparse.Namespace, report: Report) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     store = open_store(store_url(args.store))
+    if args.admin_key is None:  # beside the log key, as the README says: log.key -> log.admin.key
+        args.admin_key = str(default_admin_key(args.key))
     info = store.init_log(args.key, args.admin_key, admin=args.admin, signed_decisions=args.decisions == "signed")
     admin = read_private_key(args.admin_key)
     data = {
@@ -331,8 +332,9 @@ def register(sub: Any) -> None:
     )
     init.add_argument(
         "--admin-key",
-        default=os.environ.get("SIGNOFF_ADMIN_KEY", DEFAULT_ADMIN_KEY),
-        help="where to write the admin's private key (env SIGNOFF_ADMIN_KEY); keep it off agent and desk hosts",
+        default=os.environ.get("SIGNOFF_ADMIN_KEY"),
+        help="where to write the admin's private key (env SIGNOFF_ADMIN_KEY; default: beside the log key, "
+        "log.key -> log.admin.key); keep it off agent and desk hosts",
     )
     init.add_argument("--admin", default="admin:root", help="the admin's actor name (admin:<name>)")
     init.add_argument(

@@ -425,6 +425,18 @@ def _trust_at(
     return ring.rules, ring, reviewers.get(actor)
 
 
+def key_on_log(store: LogReader, actor: str, fingerprint: str, size: int, *, cache: TrustCache | None = None) -> None:
+    """Raise :class:`DecisionNotProven` unless the log, replayed as the gate replays it (the log key, the
+    admins' entries under it, ``actor``'s own enrolments, each signature checked), has ``fingerprint``
+    enrolled for ``actor`` and not revoked before ``size``."""
+    _rules, ring, _reviewer = _trust_at(store, size, actor, cache or TrustCache())
+    if fingerprint not in ring.of(actor):
+        raise DecisionNotProven(
+            f"key {fingerprint} of {actor}: expected it enrolled on the log under an admin's signature, found "
+            "a key row with no such enrolment (added or restored behind the log's back)"
+        )
+
+
 def _apply_reviewer(reviewers: dict[str, rules.ReviewerState], item: Entry) -> None:
     body = item.body
     if item.kind == "reviewer.enrolled":

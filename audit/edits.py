@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from signoff.audit.errors import PatchFailed
+from signoff.audit.limits import MAX_VALUE_DEPTH
 
 
 def _pointer(name: str) -> str:
@@ -50,6 +51,7 @@ def typed_value(text: str, kinds: Sequence[str], name: str) -> Any:
             return text == "true"
         raise PatchFailed(f"{name}: expected true or false, found {text!r}")
     if "object" in kinds or "array" in kinds or not kinds:
+        _check_depth(text, name)
         try:
             return json.loads(text)
         except json.JSONDecodeError:
@@ -57,6 +59,32 @@ def typed_value(text: str, kinds: Sequence[str], name: str) -> Any:
                 raise PatchFailed(f"{name}: expected JSON ({' or '.join(kinds)}), found {text!r}") from None
             return text
     return text
+
+
+def _check_depth(text: str, name: str) -> None:
+    """Refuse JSON nested deeper than an argument may be (:data:`MAX_VALUE_DEPTH`) before parsing it: the
+    parser itself would recurse once per level (a RecursionError). Brackets inside strings do not count."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_VALUE_DEPTH:
+                raise PatchFailed(
+                    f"{name}: expected a value nested at most {MAX_VALUE_DEPTH} levels deep, found deeper"
+                )
+        elif ch in "]}":
+            depth -= 1
 
 
 def patch_from_pairs(args: dict[str, Any], schema: dict[str, Any] | None, pairs: Sequence[str]) -> list[dict[str, Any]]:

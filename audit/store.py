@@ -119,6 +119,9 @@ class Store(LogTree):
         self._log = None
         self._rules = None
         self._compact_cache = None
+        # Keys proven against their admin-signed enrolment on the log (Tx.prove_key): (actor, fingerprint)
+        # -> the newest seq about the actor when it was proven; proven again once the actor has a newer entry.
+        self.proven_keys: dict[tuple[str, str], int] = {}
 
     # -- the log itself ---------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from signoff.audit.trust import PublicKey
 _ACTOR_KEYS = "SELECT fingerprint, public_key, enrolled_seq FROM signoff_key WHERE log = ? AND actor = ?"
 _KEY_OWNERS = "SELECT actor FROM signoff_key WHERE log = ? AND fingerprint = ?"
 _REVOKE_KEY = "DELETE FROM signoff_key WHERE log = ? AND actor = ? AND fingerprint = ?"
+_NEWEST_ABOUT = "SELECT max(seq) AS seq FROM signoff_entry WHERE subject = ? AND log = ?"
 _REVIEWER_ENROLLED = "SELECT enrolled_seq FROM signoff_reviewer WHERE log = ? AND id = ?"
 _ENTRY_RAW = "SELECT raw FROM signoff_entry WHERE log = ? AND seq = ?"
 _OWN_KEYS_SINCE = (
@@ -128,7 +129,32 @@ class Tx:
         if sig is None and signer is not None and signer.fingerprint in keys:
             sig = signer.sign(trust.statement(rules, kind, actor, body))
         trust.check_signature(rules, kind, actor, body, sig, keys)
+        used = own.get(str(sig.get("key"))) if isinstance(sig, dict) else None
+        if used is not None:
+            self.prove_key(actor, used)
         return sig
+
+    def prove_key(self, actor: str, key: PublicKey) -> None:
+        """The key a signature was checked with is one the log enrolled for ``actor`` under an admin's
+        signature, and has not revoked: the key projection (``signoff_key``) is only an index, and a row
+        added behind the service's back is refused here as the gate refuses it
+        (:func:`signoff.audit.decided.key_on_log`). Proven once per process until the actor's entries
+        change; a key enrolled earlier in this very transaction was written through this checked path."""
+        if self.pending_entry(key.seq) is not None:
+            return
+        newest = self.rows(_NEWEST_ABOUT, actor, self.log)
+        mark = int(newest[0].seq) if newest and newest[0].seq is not None else -1
+        cache = getattr(self.store, "proven_keys", None)
+        if cache is not None and cache.get((actor, key.fingerprint)) == mark:
+            return
+        from signoff.audit.decided import DecisionNotProven, key_on_log  # the gate's own proof
+
+        try:
+            key_on_log(self.store, actor, key.fingerprint, self.size)
+        except DecisionNotProven as exc:  # a refused writer, as any other signature the log does not back
+            raise NotAllowed(str(exc)) from None
+        if cache is not None:
+            cache[(actor, key.fingerprint)] = mark
 
     def _live_code(self, reviewer: str) -> PublicKey | None:
         """The reviewer's unused enrolment code key: on their latest ``reviewer.enrolled``, with no key

@@ -378,3 +378,31 @@ def test_verify_warns_about_approved_calls_that_never_ran(admin_setup: dict[str,
     assert code == 0 and "warning:" in out and "its tool has not run" in out
     code, out, _ = run(capsys, *s, "verify", "--stalled-after", "3600", "--json")
     assert code == 0 and "stalled" not in json.loads(out)
+
+
+def test_init_writes_the_admin_key_beside_the_log_key_and_says_where(
+    store_url: str, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: `audit --key keys/log.key init` put the admin's private key in the current directory
+    (signoff-admin-key.pem), not beside the log key as the README says."""
+    work, keys_dir = tmp_path / "cwd", tmp_path / "keys"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("SIGNOFF_ADMIN_KEY", raising=False)
+    code, out, err = run(capsys, "--store", store_url, "--key", str(keys_dir / "log.key"), "init")
+    assert code == 0, err
+    assert list(work.iterdir()) == [] or all(p.suffix in (".db", ".db-wal", ".db-shm") for p in work.iterdir())
+    assert (keys_dir / "log.key").is_file() and (keys_dir / "log.admin.key").is_file()
+    assert f"private key in {keys_dir / 'log.key'}" in out and f"private key in {keys_dir / 'log.admin.key'}" in out
+
+
+def test_an_edit_nested_too_deep_names_the_field(admin_setup: dict[str, Any], capsys: Any) -> None:
+    """Issue 19: `audit edit RV memo=[[[[…]]]]` (5,000 levels) gave "unexpected RecursionError"."""
+    [review, *_] = _open_three(admin_setup["url"])
+    deep = "[" * 5000 + "]" * 5000
+    code, _out, err = run(
+        capsys, "--store", admin_setup["url"], "edit", review.id, f"memo={deep}", "--as", "alice@example.org",
+        "--reviewer-key", str(admin_setup["alice_key"]),
+    )  # fmt: skip
+    assert code == 2 and "RecursionError" not in err, err
+    assert "memo: expected a value nested at most 32 levels deep" in err
