@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.exc import DBAPIError
 
-from signoff.audit import cli_log, cli_policy, cli_review
+from signoff.audit import cli_log, cli_policy, cli_review, cli_witness
 from signoff.audit.cli_common import DEFAULT_KEY, DEFAULT_STORE, EXIT_CODES
 from signoff.audit.errors import AuditError, VerificationFailed
 from signoff.audit.merkle import ProofError
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_log.register(sub)
     cli_review.register(sub)
     cli_policy.register(sub, os.environ.get("SIGNOFF_ADMIN_KEY"))
+    cli_witness.register(sub)
     return parser
 
 
