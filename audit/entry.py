@@ -43,6 +43,10 @@ KINDS = frozenset(
         "key.revoked",
         "log.configured",
         "log.checkpoint",
+        "log.cosigned",
+        "witness.added",
+        "witness.removed",
+        "witness.quorum",
     }
 )
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})

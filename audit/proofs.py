@@ -9,12 +9,18 @@ is written ``sha256:<hex>``, like everywhere else on the log.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from signoff.audit import merkle
+from signoff.audit import merkle, tlog_proof
+from signoff.audit.c2sp_errors import C2SPFormatError
+from signoff.audit.canonical import canonical
 from signoff.audit.entry import format_hash, parse_hash
 from signoff.audit.errors import StoreError, UnusableInput
 from signoff.audit.merkle import ProofError
+from signoff.audit.signed_note import verifier_from_vkey
+from signoff.audit.tlog_proof import TlogProof
 from signoff.audit.tree import Checkpoint, LogTree
 
 KIND = "signoff.inclusion-proof"
@@ -103,3 +109,78 @@ def consistency(store: LogTree, old: Checkpoint) -> dict[str, Any]:
         "new_root": format_hash(new_root),
         "proof": [format_hash(node) for node in proof],
     }
+
+
+# -- c2sp.org/tlog-proof@v1 ----------------------------------------------------------------------
+
+
+def build_tlog_proof(store: LogTree, seq: int, size: int | None = None) -> bytes:
+    """Entry ``seq``'s receipt as ``c2sp.org/tlog-proof@v1`` (SPEC.md "Proofs"): the entry's canonical bytes
+    in the ``extra`` line (so the receipt carries what it proves), its index, its RFC 6962 inclusion path
+    and the stored note checkpoint of ``size`` (default: the newest that covers it), with every witness
+    cosignature the log recorded for it."""
+    points = [c for c in store.checkpoints() if c.note and c.size > seq and (size is None or c.size == size)]
+    if not points:
+        raise StoreError(
+            f"seq {seq}: expected a C2SP note checkpoint that covers it{f' of size {size}' if size else ''}, "
+            "found none; run `audit checkpoint` (with the log key) or wait for the publisher"
+        )
+    point = points[-1]
+    item = store.entry(seq)
+    path = store.inclusion_proof(seq, point.size)
+    return TlogProof(seq, tuple(path), point.note.encode("utf-8"), item.raw).format()
+
+
+@dataclass(frozen=True)
+class CheckedReceipt:
+    """A tlog-proof that held: the entry it proves, the checkpoint, and who cosigned it."""
+
+    entry: dict[str, Any]
+    index: int
+    size: int
+    root: str
+    origin: str
+    witnesses: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "seq": self.index,
+            "size": self.size,
+            "root": self.root,
+            "origin": self.origin,
+            "witnesses": list(self.witnesses),
+            "kind": self.entry.get("kind"),
+            "actor": self.entry.get("actor"),
+            "log": self.entry.get("log"),
+            "review": (self.entry.get("body") or {}).get("review"),
+        }
+
+
+def check_tlog_proof(data: bytes, log_vkey: str, witness_vkeys: Sequence[str] = (), quorum: int = 0) -> CheckedReceipt:
+    """Check a receipt offline (``audit check-proof FILE --log-vkey …``): the leaf is SHA-256(0x00 || the
+    ``extra`` bytes), which must be one canonical Signoff entry whose ``seq`` is the proof's index; the
+    checkpoint is the log's (its vkey), cosigned by ``quorum`` of the witnesses; the path binds the two.
+    Raises ``UnusableInput`` (a malformed file or key, exit 2) or a verification error (exit 1)."""
+    try:
+        log_key = verifier_from_vkey(log_vkey)
+        witnesses = [verifier_from_vkey(text) for text in witness_vkeys]
+        parsed = tlog_proof.parse(data)
+    except C2SPFormatError as exc:
+        raise UnusableInput(str(exc)) from None
+    if parsed.extra is None:
+        raise UnusableInput("proof: expected the entry's bytes in its extra line (a Signoff receipt), found none")
+    try:
+        entry = json.loads(parsed.extra)
+    except ValueError:
+        raise ProofError("extra: expected the canonical JSON of one log entry, found other bytes") from None
+    if not isinstance(entry, dict) or canonical(entry) != parsed.extra:
+        raise ProofError("extra: expected the canonical JSON of one log entry (RFC 8785), found other bytes")
+    if entry.get("seq") != parsed.index:
+        raise ProofError(f"extra: expected the entry at index {parsed.index}, found seq {entry.get('seq')!r}")
+    done = tlog_proof.verify(
+        parsed, leaf=merkle.leaf_hash(parsed.extra), origin=log_key.name, log=[log_key], witnesses=witnesses,
+        quorum=quorum,
+    )  # fmt: skip
+    point = done.checkpoint
+    return CheckedReceipt(entry, done.index, point.size, format_hash(point.root), point.origin, done.witnesses)

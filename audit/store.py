@@ -27,9 +27,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import SQLModel
 
+from signoff.audit import c2sp, merkle, schema_version
 from signoff.audit import entry as entries
-from signoff.audit import merkle, schema_version
-from signoff.audit.canonical import canonical, check
+from signoff.audit.canonical import check
 from signoff.audit.driver import SQL, dbapi_cursor, fetch, notify_channel, safe_url, sqlite_engine
 from signoff.audit.entry import Entry, format_hash, format_time, parse_hash
 from signoff.audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, StoreError
@@ -39,7 +39,7 @@ from signoff.audit.notify import ChangeFeed, sqlite_watcher
 from signoff.audit.reader import READ_CHUNK, LogInfo, parse_entry
 from signoff.audit.tables import CheckpointRow, KeyRow, LogRow
 from signoff.audit.tree import Checkpoint, LogTree
-from signoff.audit.trust import LogRules, configured_body
+from signoff.audit.trust import LogRules, check_origin, configured_body
 from signoff.audit.trust import statement as trust_statement
 from signoff.audit.tx import Tx, subject_of
 
@@ -132,14 +132,18 @@ class Store(LogTree):
         *,
         admin: str = "admin:root",
         signed_decisions: bool = True,
+        origin: str | None = None,
     ) -> LogInfo:
         """Create the log, its Ed25519 key and a separate administrator's key (PEM files, mode 0600,
         never in the database; DESIGN.md "Who holds which key").
 
         Entry 0 enrolls the log key; entry 1, ``log.configured``, states the rules (version 2),
         whether decisions must be signed, and the first admin's key (``admin_key``; by default
-        ``<log key's name>.admin<suffix>`` beside it). Both are signed by the log key.
+        ``<log key's name>.admin<suffix>`` beside it). Both are signed by the log key. ``origin`` names the
+        log in its C2SP checkpoints (a schema-less URL; default ``signoff.invalid/<log id>``).
         """
+        if origin is not None:
+            check_origin(origin)
         with self.read_engine.connect() as conn:
             if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
                 raise LogExists(f"store {safe_url(self.url)}: expected an empty store, found a log already")
@@ -163,7 +167,7 @@ class Store(LogTree):
             rules = LogRules(log_id)
             drafts = [
                 ("key.enrolled", {"actor": log_actor, "key": signer.public, "alg": "Ed25519"}),
-                ("log.configured", configured_body(signed_decisions, admin, admin_signer.public)),
+                ("log.configured", configured_body(signed_decisions, admin, admin_signer.public, origin)),
             ]
             rows: list[tuple[Any, ...]] = []
             prev = entries.ZERO_HASH
@@ -333,7 +337,8 @@ class Store(LogTree):
     # -- checkpoints -------------------------------------------------------------------
 
     def checkpoint(self, key: str | Path | Signer) -> Checkpoint:
-        """Sign the current tree head with the log key, record it on the log and store it.
+        """Sign the current tree head with the log key, record it on the log and store it: a C2SP signed
+        note (c2sp.org/tlog-checkpoint) whose key name is the log's origin (:mod:`signoff.audit.c2sp`).
 
         The root comes from the compact range (no reread). The ``log.checkpoint`` entry that
         records it goes right after the entries it covers, in the same transaction as the
@@ -346,9 +351,10 @@ class Store(LogTree):
 
         def work(tx: Tx) -> Checkpoint:
             root = format_hash(tx.compact.root())
-            body = {"log": tx.log, "size": tx.size, "root": root, "at": tx.at}
-            point = Checkpoint(tx.log, tx.size, root, tx.at, signer.sign(canonical(body)))
-            recorded = {"size": point.size, "root": root, "at": point.at, "sig": point.sig}
+            origin = tx.rules.origin
+            note = c2sp.sign_checkpoint(origin, tx.size, root, signer)
+            point = Checkpoint(tx.log, tx.size, root, tx.at, {}, note)
+            recorded = {"size": point.size, "root": root, "at": point.at, "note": note}
             actor = f"log:{tx.log}"
             tx.append(actor, "log.checkpoint", recorded, tx.signature(actor, "log.checkpoint", recorded, None, signer))
             tx.conn.execute(

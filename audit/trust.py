@@ -46,8 +46,9 @@ from signoff.audit.webauthn import Passkey, SignatureError
 RULES_VERSION = 2
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
 ENROLMENT = frozenset({"reviewer.enrolled", "reviewer.disabled", "key.enrolled", "key.revoked"})
-ADMIN_KINDS = ENROLMENT | {"policy.set"}  # what only an admin writes (a reviewer's key by code aside)
-LOG_KINDS = frozenset({"key.enrolled", "log.configured", "log.checkpoint"})
+WITNESS_KINDS = frozenset({"witness.added", "witness.removed", "witness.quorum"})
+ADMIN_KINDS = ENROLMENT | {"policy.set"} | WITNESS_KINDS  # what only an admin writes (a key by code aside)
+LOG_KINDS = frozenset({"key.enrolled", "log.configured", "log.checkpoint", "log.cosigned"})
 ALGORITHMS = (ed25519.ALG, webauthn.ALG)
 
 
@@ -58,10 +59,17 @@ class LogRules:
     log: str
     version: int = 1
     signed_decisions: bool = False
+    configured_origin: str | None = None  # log.configured's origin (logs made since C2SP checkpoints)
 
     @property
     def log_actor(self) -> str:
         return f"log:{self.log}"
+
+    @property
+    def origin(self) -> str:
+        """The log's C2SP origin (c2sp.org/tlog-checkpoint): the one ``audit init --origin`` set, else one
+        derived from the log id (:func:`default_origin`), for logs made before origins existed."""
+        return self.configured_origin or default_origin(self.log)
 
     @classmethod
     def configured(cls, log: str, body: Mapping[str, Any]) -> LogRules:
@@ -76,16 +84,46 @@ class LogRules:
         if not isinstance(admin, Mapping) or not str(admin.get("actor", "")).startswith("admin:"):
             raise NotAllowed(f"body.admin: expected the first admin's actor (admin:…) and key, found {admin!r}")
         PublicKey.enrolled(str(admin["actor"]), admin, 1)
-        return cls(log, RULES_VERSION, decisions == "signed")
+        origin = body.get("origin")
+        if origin is not None:
+            try:
+                check_origin(origin)
+            except ValueError as exc:
+                raise NotAllowed(f"body.origin: {exc}") from None
+        return cls(log, RULES_VERSION, decisions == "signed", origin)
 
 
-def configured_body(signed_decisions: bool, admin_actor: str, admin_public: str) -> dict[str, Any]:
-    """The body of entry 1 on a new log."""
-    return {
+def configured_body(
+    signed_decisions: bool, admin_actor: str, admin_public: str, origin: str | None = None
+) -> dict[str, Any]:
+    """The body of entry 1 on a new log; ``origin`` names the log in its C2SP checkpoints."""
+    body: dict[str, Any] = {
         "rules": RULES_VERSION,
         "decisions": "signed" if signed_decisions else "unsigned-allowed",
         "admin": {"actor": admin_actor, "key": admin_public, "alg": ed25519.ALG},
     }
+    if origin is not None:
+        body["origin"] = check_origin(origin)
+    return body
+
+
+DEFAULT_ORIGIN_HOST = "signoff.invalid"  # RFC 2606 §2: a name that can never be a real, reachable host
+
+
+def default_origin(log_id: str) -> str:
+    """The origin of a log made without ``--origin`` (and of every log made before origins existed):
+    ``signoff.invalid/<log id>``. Unique per log, stable for its life; choose a real one for new logs."""
+    return f"{DEFAULT_ORIGIN_HOST}/{log_id}"
+
+
+def check_origin(origin: Any) -> str:
+    """An origin as ``audit init --origin`` takes it: a schema-less URL with no spaces and no ``+``
+    (c2sp.org/tlog-checkpoint "Note text" 1, and signed-note's key names, since it names the log key)."""
+    from signoff.audit.tlog_checkpoint import check_origin as c2sp_check
+
+    if not isinstance(origin, str):
+        raise ValueError(f"origin: expected text, found {type(origin).__name__}")
+    return c2sp_check(origin)  # a CheckpointFormatError (a ValueError) names the rule broken
 
 
 def statement(rules: LogRules, kind: str, actor: str, body: Mapping[str, Any]) -> bytes:
@@ -243,7 +281,9 @@ def check_authority(
     enrolment by code is authorised by its signature with the code key (see :func:`signing_keys`)."""
     if actor.startswith("log:"):
         allowed = (
-            (seq == 0 and kind == "key.enrolled") or (seq == 1 and kind == "log.configured") or kind == "log.checkpoint"
+            (seq == 0 and kind == "key.enrolled")
+            or (seq == 1 and kind == "log.configured")
+            or kind in ("log.checkpoint", "log.cosigned")
         )
         if not allowed or actor != rules.log_actor:
             raise NotAllowed(
@@ -252,7 +292,7 @@ def check_authority(
         if kind == "log.configured" and seq != 1:
             raise NotAllowed(f"log.configured: expected it at seq 1, found it at seq {seq}")
         return
-    if kind in ("log.configured", "log.checkpoint"):
+    if kind in ("log.configured", "log.checkpoint", "log.cosigned"):
         raise NotAllowed(f"actor: expected {rules.log_actor} for {kind}, found {actor}")
     if kind not in ADMIN_KINDS:
         return

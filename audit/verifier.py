@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
-from signoff.audit import merkle, policies, rules, trust
+from signoff.audit import c2sp, merkle, policies, rules, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash
-from signoff.audit.errors import InvalidEntry, NotAllowed, ReviewError, VerificationFailed
+from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
 from signoff.audit.tx import subject_of
 
@@ -56,6 +56,12 @@ class Verifier:
         self.log_key: str | None = None
         self.ring = trust.Keyring(trust.LogRules(""))  # who holds which key; set up at entry 0
         self.checkpoints: dict[int, str] = {}  # size -> root of every log.checkpoint entry
+        # size -> what the log implies its stored note checkpoint holds: [its time, its note and, in log
+        # order, the witnesses' cosignature lines (log.cosigned)]
+        self.notes: dict[int, list[str]] = {}
+        self.cosigned: dict[int, set[str]] = {}  # size -> the witnesses whose cosignature the log recorded
+        self.witnesses: dict[str, c2sp.Witness] = {}  # the witnesses an admin named on the log (witness.added)
+        self.quorum = 0
         self.reviewers: dict[str, rules.ReviewerState] = {}
         self.policies: list[policies.PolicyDef] = []  # every policy.set so far (signoff.audit.policies)
         self.reviews: dict[str, ReviewFacts] = {}
@@ -211,6 +217,13 @@ class Verifier:
             self._apply(seq, data)
         if data["kind"] == "log.checkpoint":
             self.checkpoints[seq] = str(data["body"].get("root"))
+            if isinstance(data["body"].get("note"), str):
+                self.notes[seq] = [str(data["body"].get("at")), data["body"]["note"]]
+        elif data["kind"] in c2sp.WITNESS_KINDS:
+            self.quorum = c2sp.apply_witness_entry(data["kind"], data["body"], self.witnesses, self.quorum)
+        elif data["kind"] == "log.cosigned" and data["body"].get("size") in self.notes:
+            self.notes[data["body"]["size"]][1] += f"{data['body'].get('cosignature')}\n"
+            self.cosigned.setdefault(data["body"]["size"], set()).add(str(data["body"].get("witness")))
         elif data["kind"] in trust.ENROLMENT or data["kind"] == "log.configured" or seq == 0:
             self.ring.apply(seq, data["kind"], data["actor"], data["body"])
 
@@ -246,13 +259,34 @@ class Verifier:
             raise VerificationFailed(seq, "key enrolment", expected, str(exc)) from None
 
     def _logged_checkpoint(self, seq: int, body: dict[str, Any]) -> None:
-        """A checkpoint recorded on the log: the tree head of every entry before it, signed by the log key."""
+        """A checkpoint recorded on the log: the tree head of every entry before it, signed by the log key:
+        a C2SP signed note under the log's origin (``note``), or, before those, JSON (``sig``)."""
         root = format_hash(self.compact.root())
         if body.get("size") != seq or body.get("root") != root:
             raise VerificationFailed(
                 seq, "logged checkpoint (RFC 9162 tree head)", f"size {seq}, root {root}",
                 f"size {body.get('size')!r}, root {body.get('root')!r}",
             )  # fmt: skip
+        if "note" in body:
+            origin = self.ring.rules.origin
+            note = body.get("note")
+            try:
+                if not isinstance(note, str) or self.log_key is None:
+                    raise ValueError("no note text")
+                note_point = c2sp.verify_log_note(note.encode("utf-8"), origin, self.log_key)
+            except (ValueError, AuditError) as exc:
+                raise VerificationFailed(
+                    seq, "logged checkpoint note (c2sp.org/tlog-checkpoint)",
+                    f"a note signed by the log key under origin {origin}", str(exc),
+                ) from None  # fmt: skip
+            if note_point.size != seq or format_hash(note_point.root) != root or note_point.extensions:
+                found = f"size {note_point.size}, root {format_hash(note_point.root)}, {list(note_point.extensions)}"
+                raise VerificationFailed(
+                    seq, "logged checkpoint note (c2sp.org/tlog-checkpoint)", f"size {seq}, root {root}", found
+                )
+            self.notes[seq] = [str(body.get("at")), note]
+            self.checkpoints[seq] = root
+            return
         point = {"log": self.log, "size": seq, "root": root, "at": body.get("at")}
         sig = body.get("sig")
         if (
@@ -356,6 +390,10 @@ class Verifier:
             self.replied.add(_small(frontier_id))
         elif kind == "run.resume_failed":
             self._resume_failed(actor, body)
+        elif kind in c2sp.WITNESS_KINDS:
+            self._witness_entry(kind, body)
+        elif kind == "log.cosigned":
+            self._cosigned(body)
         elif kind == "tool.executed":
             facts = self._review(str(body.get("review")))
             state = rules.execute(facts.state if facts else None, str(body.get("review")), body.get("args_digest"))
@@ -512,6 +550,36 @@ class Verifier:
         for rid in open_calls:
             facts = self.reviews[rid]
             facts.state = replace(facts.state, failed=True)
+
+    def _witness_entry(self, kind: str, body: dict[str, Any]) -> None:
+        """``witness.added`` / ``witness.removed`` / ``witness.quorum`` (an admin's: :meth:`_check_trust`)."""
+        try:
+            c2sp.check_witness_body(kind, body, self.witnesses, self.quorum)
+        except ValueError as exc:
+            raise InvalidEntry(str(exc)) from None
+        self.quorum = c2sp.apply_witness_entry(kind, body, self.witnesses, self.quorum)
+
+    def _cosigned(self, body: dict[str, Any]) -> None:
+        """``log.cosigned``: a witness on the log cosigned (c2sp.org/tlog-cosignature) a note checkpoint the
+        log recorded; once per witness and checkpoint. Its line joins the stored checkpoint's note."""
+        name, size, line = body.get("witness"), body.get("size"), body.get("cosignature")
+        witness = self.witnesses.get(str(name))
+        if witness is None:
+            raise InvalidEntry(f"body.witness: expected a witness on the log, found {name!r}")
+        if not isinstance(size, int) or size not in self.notes:
+            raise InvalidEntry(f"body.size: expected the size of a note checkpoint on the log, found {size!r}")
+        if name in self.cosigned.get(size, set()):
+            raise InvalidEntry(f"body.witness: expected one cosignature by {name} of size {size}, found another")
+        text = c2sp.checkpoint_of(self.ring.rules.origin, size, self.checkpoints[size]).text()
+        try:
+            timestamp = c2sp.check_cosignature(witness, text, str(line))
+        except ValueError as exc:
+            raise InvalidEntry(str(exc)) from None
+        if body.get("timestamp") != timestamp:
+            found = body.get("timestamp")
+            raise InvalidEntry(f"body.timestamp: expected {timestamp}, the cosignature's, found {found!r}")
+        self.notes[size][1] += f"{line}\n"
+        self.cosigned.setdefault(size, set()).add(str(name))
 
     def _escalated(self, actor: str, body: dict[str, Any], at: str) -> None:
         review_id = str(body.get("review"))

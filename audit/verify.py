@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,14 @@ from signoff.audit.entry import format_hash
 from signoff.audit.errors import AuditError, UnusableInput, VerificationFailed
 from signoff.audit.store import Store
 from signoff.audit.tables import FrontierRow, ReviewRow
+from signoff.audit.tlog_cosignature import CosignatureVerifier
 from signoff.audit.tree import Checkpoint
 from signoff.audit.trust import ENROLMENT as TRUST_KINDS
+from signoff.audit.trust import WITNESS_KINDS
 from signoff.audit.verifier import ReviewFacts, Verifier
 from signoff.audit.verify_parallel import env_jobs, verify_rows
 from signoff.audit.verify_projection import ProjectionMismatch, check_projection
+from signoff.audit.verify_witnesses import Witnessed, check_online, newest_cosigned
 
 Progress = Callable[[int], None]
 
@@ -50,6 +53,7 @@ class Report:
     failure: VerificationFailed | None = None
     notes: list[str] = field(default_factory=list)
     stalled: list[dict[str, Any]] = field(default_factory=list)  # `audit verify --stalled-after`: warnings
+    witnessed: Witnessed | None = None  # `audit verify --witness`: what the witnesses vouch for
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -62,6 +66,8 @@ class Report:
         }
         if self.stalled:
             out["stalled"] = self.stalled
+        if self.witnessed is not None:
+            out["witnessed"] = self.witnessed.to_json()
         if self.failure is not None:
             out["failure"] = {
                 "seq": self.failure.seq,
@@ -80,6 +86,8 @@ def _check_checkpoint(seq_size: int, point: Checkpoint, verifier: Verifier, what
         )
     if point.log != verifier.log:
         raise VerificationFailed(None, f"{what} log id", str(verifier.log), point.log)
+    if point.note and point.origin != verifier.ring.rules.origin:
+        raise VerificationFailed(None, f"{what} origin", verifier.ring.rules.origin, point.origin)
     if point.root != verifier.root():
         raise VerificationFailed(
             seq_size - 1,
@@ -146,8 +154,16 @@ def verify_store(
     pinned_key: str | None = None,
     incremental: bool = False,
     jobs: int | None = None,
+    witnesses: Sequence[CosignatureVerifier] = (),
+    quorum: int = 1,
+    online: bool = True,
+    fetch: Callable[[str], bytes | None] | None = None,
 ) -> Report:
     """Verify a whole store: the log, its checkpoints, the kept checkpoint and the projection.
+
+    With ``witnesses`` (cosignature/v1 verifiers the auditor trusts), the log must also hold a checkpoint
+    cosigned by ``quorum`` of them, and (``online``) agree with the newest checkpoint each of them cosigned
+    (:mod:`signoff.audit.verify_witnesses`; ``fetch`` gets a URL, by default over HTTP).
 
     With ``incremental`` and a kept checkpoint that the log key signed, entries before the
     checkpoint are proven by its root alone (their bytes are not reread) and only later
@@ -199,6 +215,8 @@ def verify_store(
                 verify_stream(store.iter_rows(0, stop), verifier=full)
                 check_projection(store, full)
                 v = full
+        if witnesses:
+            report.witnessed = _witnessed(store, v, witnesses, quorum, online, fetch)
         report.ok = True
         report.size = v.expected_seq
         report.root = v.root()
@@ -207,6 +225,43 @@ def verify_store(
     except VerificationFailed as exc:
         report.failure = exc
     return report
+
+
+def _witnessed(
+    store: Store,
+    v: Verifier,
+    witnesses: Sequence[CosignatureVerifier],
+    quorum: int,
+    online: bool,
+    fetch: Callable[[str], bytes | None] | None,
+) -> Witnessed:
+    """Steps 1 and 2 of :mod:`signoff.audit.verify_witnesses` over a log that verified."""
+    if quorum < 1 or quorum > len(witnesses):
+        raise UnusableInput(f"--quorum: expected 1..{len(witnesses)} (the witnesses given), found {quorum}")
+    notes = [(c.size, c.note) for c in store.checkpoints() if c.note and c.size <= v.expected_seq]
+    witnessed = newest_cosigned(notes, witnesses, quorum, v.expected_seq)
+    if online:
+        urls = {name: w.url for name, w in v.witnesses.items()}
+        check_online(
+            witnessed, origin=v.ring.rules.origin, witnesses=witnesses, urls=urls, size=v.expected_seq,
+            root_at=lambda n: format_hash(store.root(n)), fetch=fetch or _http_fetch,
+        )  # fmt: skip
+    return witnessed
+
+
+def _http_fetch(url: str) -> bytes | None:
+    """GET ``url``: its body on 200, ``None`` on 404; ``OSError`` when it cannot be had."""
+    import httpx
+
+    try:
+        response = httpx.get(url, timeout=10.0)
+    except httpx.HTTPError as exc:
+        raise OSError(f"{type(exc).__name__}: {exc}") from None
+    if response.status_code == 404:
+        return None
+    if response.status_code != 200:
+        raise OSError(f"HTTP {response.status_code}")
+    return response.content
 
 
 def _trusted(store: Store, point: Checkpoint, pinned_key: str | None) -> bool:
@@ -249,7 +304,7 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
     v = Verifier(start=size, prev=last_hash, compact=compact)
     trusted = [
         item
-        for kind in (*TRUST_KINDS, "log.configured", "log.checkpoint")
+        for kind in (*TRUST_KINDS, "log.configured", "log.checkpoint", "log.cosigned", *WITNESS_KINDS)
         for item in store.entries(0, size, kind=kind)
     ]
     for item in sorted(trusted, key=lambda e: e.seq):
@@ -351,6 +406,74 @@ def verify_file(
         report.ok = True
         report.root = v.root()
         report.checkpoints = 1 if against is not None else 0
+    except VerificationFailed as exc:
+        report.failure = exc
+    return report
+
+
+def verify_tiles(
+    location: str,
+    *,
+    log_vkey: str,
+    witnesses: Sequence[CosignatureVerifier] = (),
+    quorum: int = 0,
+    progress: Progress | None = None,
+) -> Report:
+    """Verify a mirror of the log as c2sp.org/tlog-tiles (a directory or an ``http(s)://`` prefix), with no
+    database: the checkpoint must be the log's (``log_vkey``) and cosigned by ``quorum`` of ``witnesses``;
+    every tile and entry must hash up to it (:mod:`signoff.audit.tlog_tiles_reader`); and every entry is
+    then checked as ``audit verify`` checks a log (rules, signatures, links), entry 0 naming the key of
+    ``log_vkey`` and entry 1 its origin."""
+    from signoff.audit.c2sp_errors import C2SPFormatError, C2SPVerificationError
+    from signoff.audit.keys import public_bytes
+    from signoff.audit.signed_note import SIG_ED25519, Ed25519Verifier, parse_vkey
+    from signoff.audit.tlog_tiles_reader import open_log
+
+    try:
+        parsed = parse_vkey(log_vkey)
+    except C2SPFormatError as exc:
+        raise UnusableInput(f"--log-vkey: {exc}") from None
+    if parsed.sig_type != SIG_ED25519:
+        raise UnusableInput(f"--log-vkey: expected the log's Ed25519 vkey (type 0x01), found 0x{parsed.sig_type:02x}")
+    if quorum > len(witnesses):
+        raise UnusableInput(f"--quorum: expected 0..{len(witnesses)} (the witnesses given), found {quorum}")
+    log_key = Ed25519Verifier(parsed.name, parsed.public)
+    report = Report(ok=False, log=None, size=0, root=None)
+    try:
+        try:
+            mirror = open_log(location, [log_key, *witnesses], origin=log_key.name)
+        except C2SPVerificationError as exc:
+            expected = f"a checkpoint signed by {log_key.name}"
+            raise VerificationFailed(None, "tiles checkpoint", expected, str(exc)) from None
+        except C2SPFormatError as exc:
+            raise UnusableInput(f"{location}: {exc}") from None
+        try:
+            verified = mirror.verified.note
+            signers = sorted({v.name for v in verified.verifiers if v is not log_key})
+            if log_key not in verified.verifiers:
+                raise VerificationFailed(None, "tiles checkpoint", f"a signature by {log_key.name}", "none")
+            if len(signers) < quorum:
+                expected = f"cosignatures by {quorum} of the witnesses given"
+                raise VerificationFailed(None, "tiles checkpoint", expected, str(signers))
+            rows = ((None, None, raw, None, None) for raw in mirror.entries())
+            try:
+                v, _ = verify_stream(rows, progress=progress)
+            except C2SPVerificationError as exc:
+                expected = "tiles and entries that hash up to the checkpoint"
+                raise VerificationFailed(None, "tiles", expected, str(exc)) from None
+        finally:
+            mirror.close()
+        point = mirror.checkpoint
+        report.log, report.size = v.log, v.expected_seq
+        if v.expected_seq != point.size or v.root() != format_hash(point.root):
+            raise VerificationFailed(point.size, "tiles checkpoint root", format_hash(point.root), v.root())
+        if v.log_key is None or public_bytes(v.log_key) != log_key.public:
+            raise VerificationFailed(0, "log key", f"the key of the vkey given, {log_vkey}", str(v.log_key))
+        if v.ring.rules.origin != log_key.name:
+            raise VerificationFailed(1, "log origin", log_key.name, v.ring.rules.origin)
+        report.ok = True
+        report.root = v.root()
+        report.witnessed = Witnessed(point.size, signers, quorum, 0)
     except VerificationFailed as exc:
         report.failure = exc
     return report

@@ -171,15 +171,29 @@ def _check_log_row(conn: Any, v: Verifier) -> None:
 def _check_checkpoints(conn: Any, v: Verifier) -> None:
     """Every checkpoint recorded on the log is stored, and (on a log under rules version 2) every stored
     one is recorded: deleting or adding checkpoint rows behind the log's back shows here."""
-    stored = {
-        row.size: row.root
-        for row in conn.execute(select(CheckpointRow.size, CheckpointRow.root).where(col(CheckpointRow.log) == v.log))  # type: ignore[call-overload]
-    }
+    rows = conn.execute(
+        select(CheckpointRow.size, CheckpointRow.root, CheckpointRow.signed).where(col(CheckpointRow.log) == v.log)  # type: ignore[call-overload]
+    ).all()
+    stored = {row.size: row.root for row in rows}
+    notes = {row.size: row.signed for row in rows}
     for size, root in sorted(v.checkpoints.items()):
         if stored.get(size) != root:
             raise VerificationFailed(
                 size, f"stored checkpoint of size {size}", f"a row with root {root}", f"{stored.get(size) or 'no row'}"
             )
+        logged = v.notes.get(size)
+        if logged is not None:
+            expected = {"log": v.log, "size": size, "root": root, "at": logged[0], "note": logged[1]}
+            try:
+                found = json.loads(notes[size])
+            except ValueError:
+                found = None
+            if found != expected:  # a cosignature deleted, added or changed behind the log's back
+                have = len(v.cosigned.get(size, ()))
+                raise VerificationFailed(
+                    size, f"stored checkpoint of size {size} (its note)",
+                    f"the log's note with the {have} cosignature(s) recorded on the log", "another row",
+                )  # fmt: skip
     first_logged = min(v.checkpoints, default=None)
     for size in sorted(set(stored) - set(v.checkpoints)):
         legacy = v.ring.rules.version < RULES_VERSION and (first_logged is None or size < first_logged)

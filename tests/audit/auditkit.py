@@ -707,3 +707,29 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
         "kept_end": kept_end.to_json(),
         "stored_checkpoints": [seq["checkpoint_first"], seq["checkpoint_mid"], seq["checkpoint_end"]],
     }
+
+
+def legacy_checkpoint(store: Any, signer: Signer) -> Any:
+    """A checkpoint as Signoff recorded them before C2SP notes (issue 18): ``{"log", "size", "root", "at"}``
+    signed by the log key as JSON, on the log and in the table. Logs that hold these keep verifying."""
+    import json as _json
+
+    from sqlalchemy import insert
+
+    from signoff.audit.canonical import canonical
+    from signoff.audit.entry import format_hash
+    from signoff.audit.tables import CheckpointRow
+    from signoff.audit.tree import Checkpoint
+
+    def work(tx: Any) -> Any:
+        root = format_hash(tx.compact.root())
+        body = {"log": tx.log, "size": tx.size, "root": root, "at": tx.at}
+        point = Checkpoint(tx.log, tx.size, root, tx.at, signer.sign(canonical(body)))
+        recorded = {"size": point.size, "root": root, "at": point.at, "sig": point.sig}
+        actor = f"log:{tx.log}"
+        tx.append(actor, "log.checkpoint", recorded, tx.signature(actor, "log.checkpoint", recorded, None, signer))
+        row = {"log": tx.log, "size": point.size, "root": root, "at": point.at, "signed": _json.dumps(point.to_json())}
+        tx.conn.execute(insert(CheckpointRow), row)
+        return point
+
+    return store.transact(work)

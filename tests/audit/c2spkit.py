@@ -19,10 +19,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from signoff.audit.cli_witness import load_cosigner
+from signoff.audit.cli_witness import main as witness_main
 from signoff.audit.merkle import leaf_hash, root_from_leaves
 from signoff.audit.signed_note import Ed25519Signer
 from signoff.audit.tlog_checkpoint import Checkpoint, sign_checkpoint
-from signoff.audit.tlog_cosignature import Cosigner
+from signoff.audit.tlog_cosignature import CosignatureVerifier, Cosigner
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -235,3 +237,44 @@ def wait_for(predicate: Any, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met")
         time.sleep(0.05)
+
+
+# -- a log's witnesses ----------------------------------------------------------------------------
+
+NAMES = ("witness.example.org/w1", "witness.example.org/w2", "witness.example.org/w3")
+
+
+class Witnesses:
+    """Three witnesses, each a real process with its own key and its own SQLite state."""
+
+    def __init__(self, root: Path, log_vkey_text: str) -> None:
+        self.root = root
+        self.log_vkey = log_vkey_text
+        self.keys: dict[str, Path] = {}
+        self.procs: dict[str, WitnessProcess] = {}
+        for i, name in enumerate(NAMES):
+            key = root / f"w{i}.pem"
+            assert witness_main(["keygen", "--name", name, "--out", str(key)]) == 0
+            self.keys[name] = key
+            self.start(name)
+
+    def start(self, name: str) -> WitnessProcess:
+        i = NAMES.index(name)
+        proc = WitnessProcess(
+            self.keys[name], f"sqlite:///{self.root / f'w{i}.db'}", [self.log_vkey], self.root / f"w{i}.log"
+        )
+        self.procs[name] = proc
+        return proc
+
+    def stop(self, name: str) -> None:
+        self.procs[name].stop()
+
+    def vkey(self, name: str) -> str:
+        return load_cosigner(self.keys[name]).vkey()
+
+    def verifiers(self, *names: str) -> list[CosignatureVerifier]:
+        return [CosignatureVerifier.from_vkey(self.vkey(n)) for n in (names or NAMES)]
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.stop()

@@ -27,6 +27,7 @@ from auditkit import (
     call,
     cli_argv,
     key_body,
+    legacy_checkpoint,
     python_env,
     snapshot,
     sqlite_path,
@@ -180,33 +181,57 @@ def test_fingerprint_is_sha256_of_the_raw_public_key() -> None:
 
 
 def test_signed_checkpoint_verifies_and_commits_to_the_tree(store: Store, key_path: Path, keys: Keys) -> None:
+    """A checkpoint is a C2SP signed note (c2sp.org/tlog-checkpoint): origin, size, base64 root, signed
+    by the log key as an Ed25519 note signature under the origin's key name."""
     for n in range(6):
         store.append(*admin_draft(store, keys.admin, key_body(n)))
     point = store.checkpoint(key_path)
     leaves = [bytes.fromhex(h[7:]) for _s, h, _r in store.iter_raw()]
     assert point.size == 8 and store.size() == 9  # the log records the checkpoint right after what it covers
-    assert point.log == store.log_id
+    assert point.log == store.log_id and point.sig == {}
     root = "sha256:" + store.root(point.size).hex()
     assert point.root == "sha256:" + merkle.root_from_leaves(leaves[: point.size]).hex() == root
+    origin = f"signoff.invalid/{store.log_id}"
+    text, _blank, signature = point.note.partition("\n\n")
+    assert text == f"{origin}\n8\n{base64.b64encode(store.root(8)).decode()}"
+    assert signature.startswith(f"\u2014 {origin} ") and signature.endswith("\n")
     assert point.verify(store.public_key)
     assert store.latest_checkpoint() == point
     recorded = store.entry(point.size)
     assert (recorded.kind, recorded.actor) == ("log.checkpoint", f"log:{store.log_id}")
-    assert recorded.body == {"size": point.size, "root": point.root, "at": point.at, "sig": point.sig}
+    assert recorded.body == {"size": point.size, "root": point.root, "at": point.at, "note": point.note}
     assert recorded.sig is not None and verify_signature(
         store.public_key, recorded.sig, trust_statement(store.rules, recorded.kind, recorded.actor, recorded.body)
     )
     assert verify_store(store).ok
     assert Checkpoint.from_json(json.loads(json.dumps(point.to_json()))) == point
+    for field, value in (("size", 6), ("root", "sha256:" + "0" * 64)):  # what the note signs
+        forged = Checkpoint.from_json({**point.to_json(), field: value})
+        assert not forged.verify(store.public_key), field
+    other_root = point.note.replace(text.split("\n")[2], base64.b64encode(b"\0" * 32).decode())
+    assert not Checkpoint.from_json({**point.to_json(), "note": other_root}).verify(store.public_key)
+    assert not point.verify(Signer.generate().public)
+
+
+def test_checkpoints_recorded_before_notes_keep_verifying(store: Store, key_path: Path, keys: Keys) -> None:
+    """A log from before C2SP checkpoints holds JSON checkpoints signed by the log key; they keep verifying
+    (and any forgery of them fails), and the log's new checkpoints are notes beside them."""
+    for n in range(3):
+        store.append(*admin_draft(store, keys.admin, key_body(n)))
+    old = legacy_checkpoint(store, keys.log)
+    assert old.note == "" and old.verify(store.public_key)
     for field, value in (
-        ("size", 6),
+        ("size", 2),
         ("root", "sha256:" + "0" * 64),
         ("at", "2030-01-01T00:00:00.000000Z"),
         ("log", "log_other"),
     ):
-        forged = Checkpoint.from_json({**point.to_json(), field: value})
+        forged = Checkpoint.from_json({**old.to_json(), field: value})
         assert not forged.verify(store.public_key), field
-    assert not point.verify(Signer.generate().public)
+    store.append(*admin_draft(store, keys.admin, key_body(9)))
+    new = store.checkpoint(key_path)
+    assert new.note and [c.size for c in store.checkpoints()] == [old.size, new.size]
+    assert verify_store(store).ok
 
 
 def test_checkpoint_refuses_a_key_that_is_not_the_logs(store: Store, keys: Keys) -> None:

@@ -389,10 +389,10 @@ def test_checkpoints_taken_between_batches_stay_consistent(tmp_path_factory: Any
             assert point.verify(store.public_key)
             assert point.root == "sha256:" + merkle.root_from_leaves(leaves[: point.size]).hex()
             recorded = store.entry(point.size)
-            assert (recorded.kind, recorded.body["root"], recorded.body["sig"]) == (
+            assert (recorded.kind, recorded.body["root"], recorded.body["note"]) == (
                 "log.checkpoint",
                 point.root,
-                point.sig,
+                point.note,
             )
         for old, new in zip(points, points[1:], strict=False):
             proof = store.consistency_proof(old.size, new.size)

@@ -335,7 +335,7 @@ def test_relinked_swap_of_a_passkey_enrolment_is_caught_at_the_enrolment(case: C
 
 def test_rewritten_log_key_is_caught_by_a_pinned_key_or_kept_checkpoint(case: Case) -> None:
     """The forger replaces the log key itself and re-signs entry 0 and every log-signed entry."""
-    from signoff.audit import merkle
+    from signoff.audit import c2sp, merkle
     from signoff.audit.entry import format_hash, statement
 
     forger = Signer.generate()
@@ -353,8 +353,13 @@ def test_rewritten_log_key_is_caught_by_a_pinned_key_or_kept_checkpoint(case: Ca
                     data["body"]["key"] = forger.public
                 if data["kind"] == "log.checkpoint":
                     point = {"log": log_id, "size": seq, "root": format_hash(compact.root()), "at": data["body"]["at"]}
-                    data["body"].update(root=point["root"], sig=forger.sign(canonical(point)))
-                    signed = json.dumps({**point, "sig": data["body"]["sig"]})
+                    if "note" in data["body"]:  # a C2SP note, signed again by the forger under the log's origin
+                        note = c2sp.sign_checkpoint(f"signoff.invalid/{log_id}", seq, point["root"], forger)
+                        data["body"].update(root=point["root"], note=note)
+                        signed = json.dumps({**point, "note": note})
+                    else:
+                        data["body"].update(root=point["root"], sig=forger.sign(canonical(point)))
+                        signed = json.dumps({**point, "sig": data["body"]["sig"]})
                     statements.append(
                         (
                             "UPDATE signoff_checkpoint SET root = ?, signed = ? WHERE size = ?",
@@ -423,11 +428,16 @@ def test_edited_merkle_node_is_named(case: Case) -> None:
 
 
 def test_edited_stored_checkpoint_is_caught(case: Case) -> None:
+    """A stored checkpoint (a C2SP note) edited behind the log's back: its size, root or time in the row, a
+    byte of the log's note signature, or a whole note re-signed by another key."""
+    from signoff.audit import c2sp
+
     size = case.meta["stored_checkpoints"][0]
     with case.db() as db:
         original = db.one("SELECT signed FROM signoff_checkpoint WHERE size = ?", (size,))[0]
         for edit in ("root", "size", "at", "sig", "other-key"):
             signed = json.loads(original)
+            assert "note" in signed
             if edit == "root":
                 signed["root"] = "sha256:" + "00" * 32
             elif edit == "size":
@@ -435,17 +445,18 @@ def test_edited_stored_checkpoint_is_caught(case: Case) -> None:
             elif edit == "at":
                 signed["at"] = "2030-01-01T00:00:00.000000Z"
             elif edit == "sig":
-                value = bytearray(signed["sig"]["value"].encode())
-                value[5] = ord("A") if value[5] != ord("A") else ord("B")
-                signed["sig"]["value"] = value.decode()
-            else:  # a new root, signed by somebody else's key
+                text, _blank, line = signed["note"].partition("\n\n")
+                head, value = line.rsplit(" ", 1)
+                flipped = value[:10] + ("A" if value[10] != "A" else "B") + value[11:]
+                signed["note"] = f"{text}\n\n{head} {flipped}"
+            else:  # a new root, signed by somebody else's key under the same origin
                 signed["root"] = "sha256:" + "00" * 32
-                body = {k: signed[k] for k in ("log", "size", "root", "at")}
-                signed["sig"] = Signer.generate().sign(canonical(body))
+                origin = signed["note"].split("\n", 1)[0]
+                signed["note"] = c2sp.sign_checkpoint(origin, size, signed["root"], Signer.generate())
             db.run(("UPDATE signoff_checkpoint SET signed = ? WHERE size = ?", (json.dumps(signed), size)))
             found = failure(case)
             assert "checkpoint" in found.rule, edit
-            assert found.seq in (None, size - 1), edit
+            assert found.seq in (None, size - 1, size), edit
         db.run(("UPDATE signoff_checkpoint SET signed = ? WHERE size = ?", (original, size)))
     assert verify(case).ok
 
