@@ -141,16 +141,151 @@ def _add_verbs(sub: Any) -> None:
     serve.add_argument("--quiet", action="store_true", help="no access log on stderr")
 
 
+# -- the log's side: naming witnesses on a log, pushing to them, their status ------------------------
+
+
+def _admin(args: argparse.Namespace) -> Signer:
+    if not args.admin_key:
+        raise KeyFileError("--admin-key: expected the admin's private key file (or env SIGNOFF_ADMIN_KEY), found none")
+    return read_private_key(args.admin_key)
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from signoff.audit import witnessing
+    from signoff.audit.cli_common import open_existing
+
+    store = open_existing(args)
+    entry = witnessing.add_witness(store, args.url, args.vkey, admin=_admin(args))
+    data = {"seq": entry.seq, "witness": entry.body["witness"], "url": args.url}
+    emit(args, data, f"added witness {entry.body['witness']} ({args.url}) at seq {entry.seq}")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from signoff.audit import witnessing
+    from signoff.audit.cli_common import open_existing
+
+    store = open_existing(args)
+    entry = witnessing.remove_witness(store, args.name, reason=args.reason, admin=_admin(args))
+    emit(args, {"seq": entry.seq, "witness": args.name}, f"removed witness {args.name} at seq {entry.seq}")
+    return 0
+
+
+def cmd_quorum(args: argparse.Namespace) -> int:
+    from signoff.audit import witnessing
+    from signoff.audit.cli_common import open_existing
+
+    store = open_existing(args)
+    entry = witnessing.set_quorum(store, args.quorum, admin=_admin(args))
+    emit(args, {"seq": entry.seq, "quorum": args.quorum}, f"quorum {args.quorum} at seq {entry.seq}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from signoff.audit import c2sp, witnessing
+    from signoff.audit.cli_common import open_existing
+
+    store = open_existing(args)
+    current = witnessing.config(store)
+    cover = witnessing.coverage(store)
+    latest = store.latest_checkpoint()
+    data = {
+        "origin": store.rules.origin,
+        "vkey": c2sp.log_vkey(store.rules.origin, store.public_key),
+        "checkpoint": latest.size if latest is not None else None,
+        "witnesses": [{"witness": w.name, "url": w.url, "vkey": w.vkey, "cosigned": cover.witnesses.get(w.name)}
+                      for w in current.witnesses.values()],
+        **cover.to_json(),
+    }  # fmt: skip
+
+    def show() -> None:
+        print(f"log {store.log_id}, origin {store.rules.origin}: {cover.size} entries")
+        print(f"  newest checkpoint: {'size ' + str(latest.size) if latest else 'none'}")
+        for w in current.witnesses.values():
+            size = cover.witnesses.get(w.name)
+            said = f"cosigned size {size}" if size is not None else "never cosigned"
+            print(f"  {w.name:<40} {w.url:<32} {said}")
+        covered = f"size {cover.covered}" if cover.covered is not None else "none"
+        print(f"  quorum {cover.quorum}: newest checkpoint a quorum cosigned: {covered}; "
+              f"{cover.unwitnessed} entries not yet covered")  # fmt: skip
+
+    emit(args, data, show)
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from signoff.audit.cli_common import open_existing
+    from signoff.audit.publisher import Publisher
+
+    store = open_existing(args)
+    publisher = Publisher(store, read_private_key(args.key), timeout=args.timeout)
+    try:
+        report = publisher.publish_once()
+    finally:
+        publisher.close()
+
+    def show() -> None:
+        point = report.checkpoint
+        print(f"checkpoint size {point.size}{' (made now)' if report.made else ''}" if point else "no checkpoint")
+        for pushed in report.pushed:
+            print(f"  {pushed.witness}: {pushed.outcome}{': ' + pushed.detail if pushed.detail else ''}")
+
+    emit(args, report.to_json(), show)
+    return 1 if any(p.outcome == "failed" for p in report.pushed) else 0
+
+
+def _add_log_verbs(sub: Any) -> None:
+    admin_env = os.environ.get("SIGNOFF_ADMIN_KEY")
+    add = verb(
+        sub, "add", "name a witness on the log (admin-signed): checkpoints are pushed to it from now on",
+        "audit witness add https://witness.example.org/w1 'witness.example.org/w1+1a2b3c4d+BC…' --admin-key admin.pem",
+        cmd_add,
+    )  # fmt: skip
+    add.add_argument("url", help="the witness's submission prefix (it serves <url>/add-checkpoint)")
+    add.add_argument("vkey", help="the witness's cosignature vkey (type 0x04), from its `witness keygen`")
+    rm = verb(
+        sub, "remove", "take a witness off the log (admin-signed)",
+        "audit witness remove witness.example.org/w1 --reason 'retired' --admin-key admin.pem", cmd_remove,
+    )  # fmt: skip
+    rm.add_argument("name", help="the witness's key name")
+    rm.add_argument("--reason", required=True)
+    quorum = verb(
+        sub, "quorum", "how many witnesses must cosign a checkpoint (admin-signed)",
+        "audit witness quorum 2 --admin-key admin.pem", cmd_quorum,
+    )  # fmt: skip
+    quorum.add_argument("quorum", type=int)
+    for parser in (add, rm, quorum):
+        parser.add_argument("--admin-key", default=admin_env, help="the admin's private key (env SIGNOFF_ADMIN_KEY)")
+        add_json(parser)
+    status = verb(
+        sub, "status", "the log's witnesses: what each cosigned last, and what a quorum covers",
+        "audit --store signoff.db witness status", cmd_status,
+    )  # fmt: skip
+    add_json(status)
+    push = verb(
+        sub, "push", "make a checkpoint if the log grew and push it to every witness once (exit 1 if one failed)",
+        "audit --store signoff.db --key log.key witness push", cmd_push,
+    )  # fmt: skip
+    push.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each witness")
+    add_json(push)
+
+
 def register(sub: Any) -> None:
-    """Add ``witness keygen`` and ``witness serve`` to a parser's subcommands."""
+    """Add the ``witness`` verbs to the ``audit`` parser: a witness's own (``keygen``, ``serve``) and the
+    log's (``add``, ``remove``, ``quorum``, ``status``, ``push``, on the ``--store`` given to ``audit``)."""
     parser: argparse.ArgumentParser = sub.add_parser(
         "witness",
-        help="run a transparency-log witness (c2sp.org/tlog-witness)",
-        description="Run a c2sp.org/tlog-witness witness that cosigns the checkpoints of the logs it trusts.",
-        epilog=EXIT_CODES,
+        help="witnesses: run one (c2sp.org/tlog-witness), or name them on the log and push checkpoints to them",
+        description="Run a c2sp.org/tlog-witness witness that cosigns the checkpoints of the logs it trusts; "
+        "or, as the log's admin, name witnesses on the log and push its checkpoints to them.",
+        epilog="example:\n  audit witness keygen --name witness.example.org/w1 --out witness-key.pem\n"
+        "  audit --store signoff.db witness add http://127.0.0.1:7380 \"$(cat witness-key.pem.vkey)\" "
+        "--admin-key admin.pem\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_verbs(parser.add_subparsers(dest="witness_command", required=True, metavar="COMMAND"))
+    verbs = parser.add_subparsers(dest="witness_command", required=True, metavar="COMMAND")
+    _add_verbs(verbs)
+    _add_log_verbs(verbs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -90,7 +90,6 @@ class Publisher:
         self.client = httpx.Client(timeout=timeout)
         self._backoff: dict[str, tuple[float, float]] = {}  # witness -> (retry not before, last delay)
         self.errors: dict[str, str] = {}  # witness -> its last error, until it cosigns again
-        self.coverage: witnessing.Coverage | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -108,16 +107,34 @@ class Publisher:
         return (latest if latest.note else None), False
 
     def publish_once(self) -> PassReport:
+        """One pass: a checkpoint if the log grew, pushed to every witness at once (one thread each, so a
+        slow witness costs its own timeout only), and every cosignature that came back recorded in one
+        transaction."""
         with self._lock:  # one pass at a time (a scheduled pass and `audit witness push` in one process)
             point, made = self.checkpoint_if_grown()
             report = PassReport(point, made)
-            if point is not None:
-                for witness in witnessing.config(self.store).witnesses.values():
-                    report.pushed.append(self._push(witness, point))
-            self.coverage = witnessing.coverage(self.store)
+            if point is None:
+                return report
+            witnesses = list(witnessing.config(self.store).witnesses.values())
+            if len(witnesses) > 1:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(max_workers=len(witnesses), thread_name_prefix="signoff-push") as pool:
+                    answers = list(pool.map(lambda w: self._exchange(w, point), witnesses))
+            else:
+                answers = [self._exchange(w, point) for w in witnesses]
+            lines = [line for answer in answers if isinstance(answer, list) for line in answer]
+            try:
+                recorded = {str(e.body["witness"]) for e in witnessing.record_cosignatures(
+                    self.store, point.size, lines, self.key)} if lines else set()  # fmt: skip
+            except (AuditError, C2SPError) as exc:  # one bad line spoils the batch: record them one by one
+                recorded = self._record_each(point, answers, witnesses, str(exc))
+            for witness, answer in zip(witnesses, answers, strict=True):
+                report.pushed.append(self._outcome(witness, point, answer, recorded))
             return report
 
-    def _push(self, witness: Witness, point: Checkpoint) -> Pushed:
+    def _exchange(self, witness: Witness, point: Checkpoint) -> list[str] | Pushed:
+        """Send ``point`` to ``witness``: its cosignature lines, or what to report instead."""
         last = witnessing.last_cosigned(self.store, witness.name)
         old = int(last.body["size"]) if last is not None else 0
         if old >= point.size:
@@ -126,11 +143,30 @@ class Publisher:
         if self.clock() < due:
             return Pushed(witness.name, "skipped", f"backing off after: {self.errors.get(witness.name, '')}")
         try:
-            lines = self._send(witness, point, old, retry=True)
-            written = witnessing.record_cosignatures(self.store, point.size, lines, self.key)
+            return self._send(witness, point, old, retry=True)
         except (AuditError, C2SPError) as exc:
             return self._failed(witness, str(exc))
-        if not written:
+
+    def _record_each(
+        self, point: Checkpoint, answers: list[list[str] | Pushed], witnesses: list[Witness], why: str
+    ) -> set[str]:
+        recorded: set[str] = set()
+        for witness, answer in zip(witnesses, answers, strict=True):
+            if not isinstance(answer, list):
+                continue
+            try:
+                written = witnessing.record_cosignatures(self.store, point.size, answer, self.key)
+            except (AuditError, C2SPError) as exc:
+                answers[witnesses.index(witness)] = self._failed(witness, str(exc))
+                continue
+            recorded.update(str(e.body["witness"]) for e in written)
+        log.info("cosignatures recorded one by one after: %s", why)
+        return recorded
+
+    def _outcome(self, witness: Witness, point: Checkpoint, answer: list[str] | Pushed, recorded: set[str]) -> Pushed:
+        if isinstance(answer, Pushed):
+            return answer
+        if witness.name not in recorded:
             now = witnessing.last_cosigned(self.store, witness.name)
             if now is None or int(now.body["size"]) != point.size:
                 return self._failed(witness, f"expected its cosignature of size {point.size}, found none in its answer")

@@ -24,7 +24,7 @@ from signoff.desk.deps import NeedSignIn
 from signoff.desk.errors import classify, problem
 from signoff.desk.guard import DEFAULT_MAX_BODY, Guard
 from signoff.desk.metrics import Metrics
-from signoff.desk.routes import api, decided, log, ops, reviews, signin
+from signoff.desk.routes import api, decided, log, ops, reviews, signin, tlog
 from signoff.desk.scope import ToolRoles
 from signoff.desk.sse import Broker
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
@@ -44,6 +44,10 @@ def create_app(
     allowed_origins: Sequence[str] = (),
     max_body: int = DEFAULT_MAX_BODY,
     stalled_after: float = 60.0,
+    checkpoint_every: float | None = None,
+    serve_tlog: bool = False,
+    witnesses: Sequence[str] = (),
+    witness_quorum: int = 1,
 ) -> FastAPI:
     """Build the desk for the log at ``store_url`` (made beforehand by ``audit init``).
 
@@ -57,7 +61,22 @@ def create_app(
     ``allowed_origins`` are other origins whose state-changing requests the desk takes (a proxy's,
     another UI's); ``max_body`` bounds a request body (413 above it); ``stalled_after`` is how long
     after a resume a tool that has not run shows as "approved, not yet run" (desk/guard.py).
+
+    ``checkpoint_every`` (seconds, with ``key_path``): make checkpoints and push them to the log's
+    witnesses on that schedule (:class:`~signoff.audit.publisher.Publisher`, in a thread of its own).
+    ``serve_tlog``: serve the log as C2SP tiles under ``/tlog/`` (desk/routes/tlog.py). ``witnesses``
+    (cosignature vkeys) and ``witness_quorum``: whom the review page's receipt check trusts (by default,
+    the witnesses an admin named on the log).
     """
+    for text in witnesses:
+        from signoff.audit.signed_note import parse_vkey
+
+        if parse_vkey(text).sig_type != 0x04:
+            raise KeyFileError(f"--witness: expected a cosignature/v1 vkey (type 0x04), found {text[:60]!r}")
+    if witnesses and not 1 <= witness_quorum <= len(witnesses):
+        raise KeyFileError(f"--witness-quorum: expected 1..{len(witnesses)}, found {witness_quorum}")
+    if checkpoint_every is not None and (key_path is None or checkpoint_every <= 0):
+        raise KeyFileError("--checkpoint-every: expected the log key (--key) and a number of seconds above 0")
     if service is not None:
         svc = service
         store = service.store
@@ -75,7 +94,7 @@ def create_app(
         accounts=Accounts(engine, store.log_id),
         broker=Broker(store, svc, tool_roles),
         cache=LogCache(store),
-        metrics=Metrics(lambda: svc.count_pending()),
+        metrics=Metrics(lambda: svc.count_pending(), unwitnessed=LogCoverage(store).unwitnessed),
         verifier=IncrementalVerifier(store),
         rules=RuleVerifier(store),
         templates=make_templates(),
@@ -86,6 +105,8 @@ def create_app(
         allowed_origins=tuple(allowed_origins),
         max_body=max_body,
         stalled_after=stalled_after,
+        witness_vkeys=tuple(witnesses),
+        witness_quorum=witness_quorum,
     )
 
     @asynccontextmanager
@@ -100,8 +121,19 @@ def create_app(
         warm = threading.Timer(1.0, warm_up)
         warm.daemon = True
         warm.start()
+        publishing = None
+        if checkpoint_every is not None and key_path is not None:
+            from signoff.audit.publisher import Publisher
+
+            publisher = Publisher(store, read_private_key(key_path))
+            publishing = (publisher, *publisher.start(checkpoint_every))
         yield
         warm.cancel()
+        if publishing is not None:
+            publisher, thread, stop = publishing
+            stop.set()
+            thread.join(10)
+            publisher.close()
         desk.broker.stop()
 
     app = FastAPI(
@@ -121,6 +153,8 @@ def create_app(
     app.include_router(reviews.router)
     app.include_router(decided.router)
     app.include_router(log.router)
+    if serve_tlog:
+        app.include_router(tlog.router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
 
     @app.exception_handler(AuditError)
@@ -145,6 +179,25 @@ def create_app(
     )
     app.add_middleware(reqlog.AccessLog, metrics=desk.metrics, enabled=access_log)
     return app
+
+
+class LogCoverage:
+    """How many entries no quorum-cosigned checkpoint covers yet, read at most every 5 s (the gauge)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._at = 0.0
+        self._value = -1
+
+    def unwitnessed(self) -> int:
+        import time
+
+        from signoff.audit import witnessing
+
+        if time.monotonic() - self._at > 5.0:
+            self._value = witnessing.coverage(self.store).unwitnessed
+            self._at = time.monotonic()
+        return self._value
 
 
 def _check_log_key(store: Any, path: Path) -> None:

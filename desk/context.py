@@ -52,6 +52,20 @@ class Desk:
     allowed_origins: tuple[str, ...] = ()  # other origins whose state-changing requests are taken (proxies)
     max_body: int = DEFAULT_MAX_BODY  # bytes in one request body; more is answered 413
     stalled_after: float = 60.0  # seconds after a resume with no tool run before "approved, not yet run"
+    witness_vkeys: tuple[str, ...] = ()  # the witnesses the review page checks cosignatures against
+    witness_quorum: int = 1
+
+    def witnessing(self) -> tuple[str, tuple[str, ...], int, bool]:
+        """What the review page's receipt check trusts: the log's vkey, the witness vkeys and the quorum,
+        and whether those witnesses are the desk's own configuration (``desk serve --witness``) rather
+        than the ones an admin named on the log."""
+        from signoff.audit import c2sp, witnessing
+
+        log_vkey = c2sp.log_vkey(self.store.rules.origin, self.store.public_key)
+        if self.witness_vkeys:
+            return log_vkey, self.witness_vkeys, self.witness_quorum, True
+        current = witnessing.config(self.store)
+        return log_vkey, tuple(w.vkey for w in current.witnesses.values()), max(1, current.quorum), False
 
     @property
     def tool_roles(self) -> ToolRoles:

@@ -4,11 +4,17 @@
 - ``signoff_decisions_total{kind}`` (counter): decisions this desk process recorded.
 - ``signoff_decision_latency_seconds`` (histogram): time from a review's opening to its decision.
 - ``desk_http_request_duration_seconds`` (histogram): request handling time.
+- ``signoff_unwitnessed_entries`` (gauge): log entries after the newest checkpoint a quorum of the
+  log's witnesses cosigned (all of them when none is), read from the store at scrape time (every 5 s
+  at most); -1 when the store cannot say.
+- ``signoff_projection_alarms`` (gauge, by kind): times this process found a projection row that
+  disagrees with the log (``signoff.audit.log_state.alarm``); the log decided each time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -21,10 +27,18 @@ CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # what generate_latest writes
 class Metrics:
     """One desk's metrics, in a registry of its own (several desks may share a process in tests)."""
 
-    def __init__(self, pending: Callable[[], int]) -> None:
+    def __init__(self, pending: Callable[[], int], unwitnessed: Callable[[], int] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         gauge = Gauge("signoff_pending_reviews", "Reviews waiting for a decision.", registry=self.registry)
         gauge.set_function(lambda: float(_or_unknown(pending)))
+        if unwitnessed is not None:
+            behind = Gauge(
+                "signoff_unwitnessed_entries",
+                "Log entries not yet covered by a checkpoint a quorum of the log's witnesses cosigned.",
+                registry=self.registry,
+            )
+            behind.set_function(lambda: float(_or_unknown(unwitnessed)))
+        self.registry.register(_Alarms())
         self.decisions = Counter(
             "signoff_decisions", "Decisions recorded through this desk, by kind.", ["kind"], registry=self.registry
         )
@@ -53,6 +67,24 @@ class Metrics:
 
     def render(self) -> str:
         return generate_latest(self.registry).decode("utf-8")
+
+
+class _Alarms:
+    """``signoff_projection_alarms{kind}``: the process's count of projection rows found disagreeing with the log."""
+
+    def collect(self) -> list[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from signoff.audit.log_state import ALARMS
+
+        family = GaugeMetricFamily(
+            "signoff_projection_alarms",
+            "Projection rows found disagreeing with the log (the log decided).",
+            labels=["kind"],
+        )
+        for kind in ("review row", "frontier row", *sorted(set(ALARMS) - {"review row", "frontier row"})):
+            family.add_metric([kind], float(ALARMS.get(kind, 0)))
+        return [family]
 
 
 def _or_unknown(pending: Callable[[], int]) -> int:

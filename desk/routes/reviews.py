@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import jsonpatch
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from sqlalchemy import select
 from sqlmodel import col
 from starlette.datastructures import FormData
@@ -351,7 +351,28 @@ def review_page(request: Request, desk: DeskDep, who: PageReviewer, review_id: s
     ctx = _review_ctx(request, desk, who, review_id)
     ctx["log_size"] = size
     ctx["done"] = done
+    log_vkey, witness_vkeys, quorum, configured = desk.witnessing()
+    ctx["witnessing"] = {"log_vkey": log_vkey, "witnesses": witness_vkeys, "quorum": quorum, "configured": configured}
     return render(request, "review.html", ctx)
+
+
+@router.get("/reviews/{review_id}/receipt.tlog-proof")
+def review_receipt(desk: DeskDep, who: PageReviewer, review_id: str) -> Response:
+    """The decision's receipt, c2sp.org/tlog-proof@v1 (the entry, its path, the newest cosigned checkpoint
+    that covers it): the review page checks it in the browser; ``audit check-proof`` checks it offline."""
+    from signoff.audit.errors import StoreError
+    from signoff.audit.proofs import build_tlog_proof
+
+    review = visible_review(desk, who, review_id)
+    if review.decision_seq is None:
+        return PlainTextResponse("expected a decided review, found it pending\n", status_code=404)
+    try:
+        body = build_tlog_proof(desk.store, review.decision_seq)
+    except StoreError as exc:
+        return PlainTextResponse(f"{exc}\n", status_code=404)
+    name = f"{review_id}-seq{review.decision_seq}.tlog-proof"
+    headers = {"Content-Disposition": f'inline; filename="{name}"', "Cache-Control": "no-store"}
+    return Response(body, media_type="text/plain; charset=utf-8", headers=headers)
 
 
 @router.get("/reviews/{review_id}/outcome")

@@ -115,7 +115,7 @@ def test_checkpoints_are_cosigned_by_real_witnesses_and_recorded_on_the_log(
         _grow(store, keys)
         later = publisher.publish_once()
         assert later.made and [p.outcome for p in later.pushed] == ["cosigned"] * 3
-        assert publisher.coverage is not None and publisher.coverage.covered == later.checkpoint.size  # type: ignore[union-attr]
+        assert witnessing.coverage(store).covered == later.checkpoint.size  # type: ignore[union-attr]
         report_v = verify_store(store, witnesses=witnesses.verifiers(), quorum=3)
         assert report_v.ok, report_v.failure
         assert report_v.witnessed is not None and report_v.witnessed.size == later.checkpoint.size  # type: ignore[union-attr]
@@ -167,8 +167,9 @@ def test_a_witness_that_is_down_delays_only_its_own_cosignature(
         # Decisions go on meanwhile: nothing on the decision path waits for a witness.
         review = service.open_frontier([call("w1")], actor=AGENT).reviews[0]
         assert service.approve(review.id, reviewer=ALICE, signer=keys.alice).status == "approved"
-        assert publisher.coverage is not None and publisher.coverage.witnesses[NAMES[2]] is None
-        assert publisher.coverage.covered == report.checkpoint.size  # type: ignore[union-attr]  # quorum 2 held
+        coverage = witnessing.coverage(store)
+        assert coverage.witnesses[NAMES[2]] is None
+        assert coverage.covered == report.checkpoint.size  # type: ignore[union-attr]  # quorum 2 held
         skipped = publisher.publish_once()  # within its backoff: not even tried
         assert [p.outcome for p in skipped.pushed][2] == "skipped" and "backing off" in skipped.pushed[2].detail
         witnesses.start(NAMES[2])  # back, with its state: it never cosigned this log, so old size 0 works
