@@ -26,7 +26,8 @@ def test_tlog_serves_the_tree_with_the_specs_caching_headers(env: Env, tmp_path:
     with BrowserClient(app) as c:
         r = c.get("/tlog/checkpoint")  # no sign-in: any HTTP client mirrors it
         assert r.status_code == 200 and r.text == point.note
-        assert r.headers["content-type"] == "text/plain; charset=utf-8" and r.headers["cache-control"] == "public, max-age=5"
+        assert r.headers["content-type"] == "text/plain; charset=utf-8"
+        assert r.headers["cache-control"] == "public, max-age=5"
         out = tmp_path / "mirror"
         for tile in tiles_for_size(point.size):
             got = c.get(f"/tlog/{tile.path}")
