@@ -13,8 +13,9 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
+# make demo PORT=8081: another port (without PORT: 8080, or the next free one, said on start)
 demo: install
-	$(BIN)/desk demo
+	$(BIN)/desk demo $(if $(PORT),--port $(PORT))
 
 lint: install
 	$(BIN)/ruff check .
@@ -32,6 +33,7 @@ bench: install
 	$(BIN)/python tests/benchmarks/desk_bench.py
 	$(BIN)/python tests/benchmarks/notify_bench.py
 	$(BIN)/python tests/benchmarks/scale_bench.py
+	$(BIN)/python tests/benchmarks/cli_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -8,28 +8,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from signoff.audit import schema_version
-from signoff.audit.canonical import decode
-from signoff.audit.cli_common import (
-    add_json,
-    emit,
-    open_existing,
-    store_url,
-    verb,
-)
-from signoff.audit.entry import Entry
+from signoff.audit.cli_common import add_json, emit, existing_store_url, open_existing, store_url, verb
 from signoff.audit.errors import UnusableInput
-from signoff.audit.keys import read_private_key
-from signoff.audit.merkle import ProofError
-from signoff.audit.proofs import KIND as PROOF_KIND
-from signoff.audit.proofs import build_inclusion, check_inclusion, consistency
-from signoff.audit.review_queries import ReviewQueries, Stalled
-from signoff.audit.reviews import ReviewService
-from signoff.audit.store import default_admin_key, open_store
-from signoff.audit.verify import Report, load_checkpoint, verify_file, verify_store
-from signoff.audit.verify_parallel import default_jobs
+
+if TYPE_CHECKING:
+    from signoff.audit.entry import Entry
+    from signoff.audit.review_queries import Stalled
+    from signoff.audit.verify import Report
+
+# Each verb imports what it needs when it runs: `audit --help` loads no database driver (tests/test_startup.py).
 
 
 def _progress(total: int) -> Any:
@@ -110,6 +99,9 @@ def _report(args: argparse.Namespace, report: Report) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from signoff.audit.keys import read_private_key
+    from signoff.audit.store import default_admin_key, open_store
+
     store = open_store(store_url(args.store))
     if args.admin_key is None:  # beside the log key, as the README says: log.key -> log.admin.key
         args.admin_key = str(default_admin_key(args.key))
@@ -136,7 +128,25 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def log_key(text: str | None, option: str = "--log-key") -> str | None:
+    """A pinned log key, checked before any verification: a malformed one is unusable input, not tampering."""
+    if text is None:
+        return None
+    from signoff.audit.keys import decode_public
+
+    try:
+        decode_public(text)
+    except ValueError as exc:
+        raise UnusableInput(f"{option}: {exc} (the log key `audit init` printed)") from None
+    return text
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    from signoff.audit.proofs import KIND as PROOF_KIND
+    from signoff.audit.verify import load_checkpoint
+    from signoff.audit.verify_parallel import default_jobs
+
+    pinned = log_key(args.log_key)
     against = load_checkpoint(Path(args.against)) if args.against else None
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
@@ -158,17 +168,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 f"{path}: expected an `audit export` JSONL file (one log entry per line) or an `audit prove` "
                 "file, found another kind of file"
             )
-        return _report(args, verify_file(path, against=against, pinned_key=args.log_key, jobs=jobs))
+        from signoff.audit.verify import verify_file
+
+        return _report(args, verify_file(path, against=against, pinned_key=pinned, jobs=jobs))
+    from signoff.audit.verify import verify_store
+
     store = open_existing(args)
     report = verify_store(
         store,
         against=against,
         progress=_progress(store.size()),
-        pinned_key=args.log_key,
+        pinned_key=pinned,
         incremental=args.incremental,
         jobs=jobs,
     )
     if args.stalled_after is not None and report.ok:
+        from signoff.audit.reviews import ReviewService
+
         report.stalled = [_stalled_json(item) for item in ReviewService(store).stalled(args.stalled_after)]
     return _report(args, report)
 
@@ -192,11 +208,15 @@ def _looks_like_an_entry(line: bytes) -> bool:
 
 
 def _check_proof(args: argparse.Namespace, path: Path) -> int:
+    from signoff.audit.canonical import decode
+    from signoff.audit.proofs import check_inclusion
+
+    pinned = log_key(args.log_key)
     try:
         bundle = decode(path.read_bytes(), "proof")
     except ValueError as exc:
         raise UnusableInput(f"{path}: expected an `audit prove` file, found {exc}") from None
-    result = check_inclusion(bundle, args.log_key)
+    result = check_inclusion(bundle, pinned)
     emit(args, result, f"ok: entry {result['seq']} ({result['kind']}) is in log {result['log']} of "
                        f"{result['size']} entries, root {result['root']}, signed by the log key")  # fmt: skip
     return 0
@@ -210,7 +230,24 @@ def cmd_check_proof(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from signoff.audit.entry import KINDS
+
+    if args.kind is not None and args.kind not in KINDS:
+        raise UnusableInput(f"--kind: expected one of {', '.join(sorted(KINDS))}, found {args.kind!r}")
+    if args.limit is not None and args.limit < 0:
+        raise UnusableInput(f"--limit: expected 0 or more entries, found {args.limit}")
     store = open_existing(args)
+    # an id or actor the log never mentions is a typo, not an empty answer (as `audit show` says)
+    if args.review is not None and next(iter(store.entries(review=args.review, limit=1)), None) is None:
+        raise UnusableInput(
+            f"--review: expected a review, frontier, reviewer or actor on log {store.log_id}, found none named "
+            f"{args.review!r}"
+        )
+    if args.actor is not None and next(iter(store.entries(actor=args.actor, limit=1)), None) is None:
+        raise UnusableInput(
+            f"--actor: expected an actor who wrote on log {store.log_id}, found none named {args.actor!r} "
+            "(actors are prefixed: human:…, agent:…, service:…, admin:…)"
+        )
     items = store.entries(
         kind=args.kind, review=args.review, actor=args.actor, newest_first=args.newest, limit=args.limit
     )
@@ -224,6 +261,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from signoff.audit.reviews import ReviewService
+
     store = open_existing(args)
     if args.target.isdigit():
         seq = int(args.target)
@@ -233,7 +272,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         item = store.entry(seq)
         emit(args, item.to_json(), json.dumps(item.to_json(), indent=2, ensure_ascii=False))
         return 0
-    queries: ReviewQueries = ReviewService(store)
+    queries = ReviewService(store)
     review = queries.get(args.target)
     history = queries.history(review.id)
 
@@ -282,6 +321,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_prove(args: argparse.Namespace) -> int:
+    from signoff.audit.proofs import build_inclusion, check_inclusion
+
     store = open_existing(args)
     size = store.size()
     if not 0 <= args.seq < size:
@@ -298,6 +339,10 @@ def cmd_prove(args: argparse.Namespace) -> int:
 
 
 def cmd_consistency(args: argparse.Namespace) -> int:
+    from signoff.audit.merkle import ProofError
+    from signoff.audit.proofs import consistency
+    from signoff.audit.verify import load_checkpoint
+
     store = open_existing(args)
     old = load_checkpoint(Path(args.old))
     if old.log != store.log_id:
@@ -311,7 +356,10 @@ def cmd_consistency(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    store = open_store(store_url(args.store), create=False, check_schema=False)
+    from signoff.audit import schema_version
+    from signoff.audit.store import open_store
+
+    store = open_store(existing_store_url(args.store), create=False, check_schema=False)
     with store.write_engine.begin() as conn:
         before, after = schema_version.upgrade(conn)
     emit(

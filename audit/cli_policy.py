@@ -8,16 +8,27 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from signoff.audit.cli_common import EXIT_CODES, add_json, emit, open_existing, verb
 from signoff.audit.errors import UnusableInput
-from signoff.audit.keys import read_private_key
-from signoff.audit.policies import PolicyDef, escalation_summary
-from signoff.audit.reviews import ReviewService
+
+if TYPE_CHECKING:
+    from signoff.audit.policies import PolicyDef
+    from signoff.audit.reviews import ReviewService
+
+# Each verb imports what it needs when it runs: `audit --help` loads no database driver (tests/test_startup.py).
+
+
+def _service(args: argparse.Namespace) -> ReviewService:
+    from signoff.audit.reviews import ReviewService
+
+    return ReviewService(open_existing(args))
 
 
 def _admin_key(args: argparse.Namespace) -> Any:
+    from signoff.audit.keys import read_private_key
+
     if not args.admin_key:
         raise UnusableInput("--admin-key: expected the admin's key file (or env SIGNOFF_ADMIN_KEY), found none")
     return read_private_key(args.admin_key)
@@ -81,7 +92,7 @@ def describe(policy: PolicyDef) -> dict[str, Any]:
 
 
 def cmd_set(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     body = policy_body(args)
     entry = svc.set_policy(body, admin=_admin_key(args))
     emit(args, {"policy": args.name, "seq": entry.seq, "body": body}, f"set policy {args.name} at seq {entry.seq}")
@@ -89,7 +100,7 @@ def cmd_set(args: argparse.Namespace) -> int:
 
 
 def cmd_retire(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     current = next((p for p in svc.policies() if p.name == args.name and not p.retired), None)
     if current is None:
         raise UnusableInput(
@@ -102,7 +113,7 @@ def cmd_retire(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     found = [describe(p) for p in svc.policies() if args.all or not p.retired]
 
     def text() -> None:
@@ -122,6 +133,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             if p.deadline_seconds is not None:
                 lines.append(f"  deadline {p.deadline_seconds:g} s")
             if p.escalate is not None:
+                from signoff.audit.policies import escalation_summary
+
                 lines.append(f"  {escalation_summary(p.escalate)}")
             print("\n".join(lines))
 

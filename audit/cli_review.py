@@ -12,15 +12,16 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from signoff.audit.canonical import decode
 from signoff.audit.cli_common import add_json, emit, open_existing, verb
-from signoff.audit.edits import patch_from_pairs
-from signoff.audit.errors import CanonicalFormError, UnusableInput
-from signoff.audit.keys import Signer, read_private_key, write_private_key
-from signoff.audit.reviewers import ANY_TOOL
-from signoff.audit.reviews import ReviewService
+from signoff.audit.errors import NotAllowed, UnusableInput
+
+if TYPE_CHECKING:
+    from signoff.audit.keys import Signer
+    from signoff.audit.reviews import ReviewService
+
+# Each verb imports what it needs when it runs: `audit --help` loads no database driver (tests/test_startup.py).
 
 
 def human(name: str) -> str:
@@ -32,16 +33,48 @@ def human(name: str) -> str:
 
 
 def _admin(args: argparse.Namespace) -> Signer:
+    from signoff.audit.keys import read_private_key
+
     if not args.admin_key:
         raise UnusableInput("--admin-key: expected the admin's key file (or env SIGNOFF_ADMIN_KEY), found none")
     return read_private_key(args.admin_key)
 
 
 def _reviewer_key(args: argparse.Namespace) -> Signer | None:
+    from signoff.audit.keys import read_private_key
+
     return read_private_key(args.reviewer_key) if args.reviewer_key else None
 
 
+def check_own_key(svc: ReviewService, actor: str, signer: Signer, key_file: str) -> None:
+    """``--reviewer-key`` must be one of ``actor``'s enrolled keys: else say whose key it is, and what to pass.
+
+    The log refuses such a decision anyway (:func:`signoff.audit.trust.check_signature`); this says why in
+    the terms of the command line, before anything is sent."""
+    enrolled = svc.keys(actor)
+    if signer.fingerprint in {key.fingerprint for key in enrolled} or svc.reviewer(actor) is None:
+        return  # their own key; or no reviewer at all, which the service says in its own words
+    files = [key.fingerprint for key in enrolled if key.passkey is None]  # a passkey signs in the desk only
+    owners = sorted({who for fingerprint, who in svc.store.key_owners() if fingerprint == signer.fingerprint} - {actor})
+    if owners:
+        whose = f"which is enrolled for {', '.join(owners)}"
+        instead = f"pass --as {owners[0].removeprefix('human:')} if you are them, or {actor}'s own key file"
+    else:
+        whose = "which is enrolled for nobody on this log (never enrolled, or revoked)"
+        instead = f"pass {actor}'s own key file"
+    if files:
+        instead += f" (key {', '.join(files)})"
+    else:
+        instead += f"; {actor} has no key file enrolled: an admin enrolls one with `audit enroll-key {actor} KEY.pub`"
+    raise NotAllowed(
+        f"--reviewer-key: expected a key enrolled for {actor}, found {key_file} with key {signer.fingerprint}, "
+        f"{whose}; {instead}"
+    )
+
+
 def _tools(args: argparse.Namespace) -> list[str]:
+    from signoff.audit.reviewers import ANY_TOOL
+
     if args.any_tool and args.tools:
         raise UnusableInput("--tools and --any-tool: expected one of them, found both")
     if args.any_tool:
@@ -51,10 +84,18 @@ def _tools(args: argparse.Namespace) -> list[str]:
     return list(args.tools)
 
 
+def _service(args: argparse.Namespace) -> ReviewService:
+    from signoff.audit.reviews import ReviewService
+
+    return ReviewService(open_existing(args))
+
+
 # -- keys and people ----------------------------------------------------------------------
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    from signoff.audit.keys import Signer, write_private_key
+
     signer = Signer.generate()
     write_private_key(signer, args.output)
     public_file = Path(f"{args.output}.pub")
@@ -81,7 +122,7 @@ def public_key(text: str | None) -> str | None:
 
 
 def cmd_enroll(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     reviewer = human(args.reviewer)
     before = svc.reviewer(reviewer)
     code = secrets.token_urlsafe(12) if args.code else None
@@ -114,7 +155,7 @@ def cmd_enroll(args: argparse.Namespace) -> int:
 
 
 def cmd_disable(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     reviewer = human(args.reviewer)
     entry = svc.disable_reviewer(reviewer, reason=args.reason, admin=_admin(args))
     emit(args, {"reviewer": reviewer, "seq": entry.seq}, f"disabled {reviewer} at seq {entry.seq}")
@@ -122,14 +163,14 @@ def cmd_disable(args: argparse.Namespace) -> int:
 
 
 def cmd_enroll_key(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     entry = svc.enroll_key(args.actor, public_key(args.public_key) or "", admin=_admin(args))
     emit(args, {"actor": args.actor, "seq": entry.seq}, f"enrolled a key for {args.actor} at seq {entry.seq}")
     return 0
 
 
 def cmd_revoke_key(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     entry = svc.revoke_key(args.actor, args.fingerprint, reason=args.reason, admin=_admin(args))
     emit(
         args, {"actor": args.actor, "seq": entry.seq}, f"revoked {args.fingerprint} of {args.actor} at seq {entry.seq}"
@@ -138,7 +179,7 @@ def cmd_revoke_key(args: argparse.Namespace) -> int:
 
 
 def cmd_reviewers(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    svc = _service(args)
     rows: list[dict[str, Any]] = [
         {
             "reviewer": info.id,
@@ -164,7 +205,9 @@ def cmd_reviewers(args: argparse.Namespace) -> int:
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    if args.limit < 0:
+        raise UnusableInput(f"--limit: expected 0 or more reviews, found {args.limit}")
+    svc = _service(args)
     reviews = svc.pending(tool=args.tool, limit=args.limit)
     rows: list[dict[str, Any]] = [
         {
@@ -193,9 +236,15 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 
 def cmd_decide(args: argparse.Namespace) -> int:
-    svc = ReviewService(open_existing(args))
+    from signoff.audit.canonical import decode
+    from signoff.audit.edits import patch_from_pairs
+    from signoff.audit.errors import CanonicalFormError
+
+    svc = _service(args)
     actor = human(args.reviewer)
     signer = _reviewer_key(args)
+    if signer is not None:
+        check_own_key(svc, actor, signer, args.reviewer_key)
     if args.decision == "approve":
         review = svc.approve(args.review, reviewer=actor, rationale=args.rationale or "", signer=signer)
     elif args.decision == "edit":

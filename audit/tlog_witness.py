@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 from signoff.audit import tlog_checkpoint
 from signoff.audit.c2sp_errors import (
@@ -287,6 +289,8 @@ def add_checkpoint(
     """POST ``<url_prefix>/add-checkpoint``. 200 gives :class:`Cosigned`, 409 :class:`Conflict`
     (the body must be a size and a newline, typed text/x.tlog.size); anything else, or no answer,
     raises :class:`WitnessError`. Pass a shared ``client`` to keep connections alive (the SHOULD)."""
+    import httpx  # only here: the witness and `audit --help` do not pay for it
+
     url = url_prefix.rstrip("/") + "/add-checkpoint"
     body = format_request(checkpoint_note, old_size, proof)
     own = client is None

@@ -27,7 +27,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from signoff.audit.errors import AuditError
+from signoff.audit.cli_common import command, epilog, existing_store_url, run_at_edge
+from signoff.audit.errors import AuditError, UnusableInput
 from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._signoff import Signoff
 
@@ -66,7 +67,7 @@ def setup_logging(verbose: bool) -> None:
     root.setLevel(logging.INFO if verbose else logging.WARNING)
 
 
-class UsageError(Exception):
+class UsageError(UnusableInput):
     """The command line names something that is not there (exit code 2)."""
 
 
@@ -162,14 +163,23 @@ async def _serve(
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    store = existing_store_url(args.store) if args.store else None  # the forms `audit --store` takes
     from google.adk.cli.utils.service_factory import create_session_service_from_options
     from google.adk.runners import Runner
 
     setup_logging(args.verbose)
     app, module = load_app(args.app, args.agents_dir)
-    signoff = signoff_of(app, module, args.store)
+    signoff = signoff_of(app, module, store)
     # The very function `adk api_server --session_service_uri` uses, so every URI it takes works here.
-    sessions = create_session_service_from_options(base_dir=args.agents_dir or ".", session_service_uri=args.sessions)
+    try:
+        sessions = create_session_service_from_options(
+            base_dir=args.agents_dir or ".", session_service_uri=args.sessions
+        )
+    except (ValueError, ImportError) as exc:
+        raise UsageError(
+            f"--sessions: expected a session service URI `adk api_server` takes (sqlite:///…, postgresql://…), "
+            f"found {args.sessions!r}: {exc}"
+        ) from None
     runner = Runner(app=app, session_service=sessions)
     actor = args.actor or f"agent:signoff-resumer-{app.name}"
     with exclusive(signoff.store, actor):
@@ -194,13 +204,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="signoff", description="Signoff's ADK side: run the resumer as a sidecar.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser, sub = command("signoff", "Signoff's ADK side: run the resumer as a sidecar.", [EXAMPLE], EXIT)
     resume = sub.add_parser(
         "resume",
         help="resume decided frontiers of an app served by `adk api_server`, exactly once",
         description=DESCRIPTION,
-        epilog=f"example:\n  {EXAMPLE}\n\n{EXIT}",
+        epilog=epilog([EXAMPLE], EXIT),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     resume.add_argument("--app", required=True, help="MODULE:ATTR of the google.adk.apps.App (e.g. bank.agent:app)")
@@ -208,7 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--sessions", required=True, help="the session service URI the API server uses (sqlite:///…, postgresql://…)"
     )
-    resume.add_argument("--store", help="the Signoff store URL, when the App's module defines no Signoff")
+    resume.add_argument(
+        "--store",
+        help="the Signoff store when the App's module defines no Signoff: a URL (sqlite:///file.db, "
+        "postgresql://…) or a SQLite file path",
+    )
     resume.add_argument("--actor", help="this worker's name on the log (give each concurrent worker its own)")
     resume.add_argument("--max-wait", type=float, default=5.0, help="seconds between passes at most (push wakes it)")
     resume.add_argument("--once", action="store_true", help="one pass, then exit")
@@ -230,14 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        code: int = args.run(args)
-        return code
-    except (UsageError, AuditError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_at_edge(lambda: int(args.run(args)), args.store)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,18 @@
-"""The ``desk`` command: serve, manage reviewers, run the offline demo.
+"""The ``desk`` command: serve, manage reviewers, run the offline demo, send notifications.
 
-Errors become a one-line message and an exit code here, in one place: 1 for a refusal from
-``audit``, 2 for input the desk cannot use (a missing or unreadable key file).
+Errors become one line and an exit code at the edge ``audit`` and ``signoff`` share
+(:func:`signoff.audit.cli_common.run_at_edge`), never a traceback: 0 done; 1 a check failed
+(``desk notify test``: the endpoint did not take the test notification); 2 unusable input or a
+refused request (a missing store, a key file it cannot use, someone not enrolled, a port in use,
+an enrolment the log refuses).
 
 Enrolment is the administrator's act, signed with the admin key that ``audit init`` made
 (DESIGN.md "Who holds which key"): ``desk reviewer add|reset|disable`` need ``--admin-key`` and
 run where that key lives; ``desk serve`` never needs it.
+
+The parser is light: each verb imports the desk (FastAPI, SQLAlchemy) when it runs, and
+``desk notify``'s parser is wired in only when the command line names it, so ``desk --help``
+starts fast (tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -13,14 +20,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from signoff.desk.notify import cli as notify_cli
+from signoff.audit.cli_common import STORE_HELP, command, existing_store_url, free_port, group, run_at_edge, verb
+from signoff.audit.errors import NotAllowed, UnusableInput
 
 DEFAULT_STORE = os.environ.get("SIGNOFF_STORE", "sqlite:///signoff.db")
-
+EXIT_CODES = """exit codes: 0 done; 1 a check failed (desk notify test: the endpoint did not take it);
+2 unusable input or a refused request (a missing store or key file, someone not enrolled, a port in use)"""
+NOTIFY_HELP = "tell people when a review needs them: webhooks, Slack, e-mail"
+EXAMPLES = [
+    "desk serve --store sqlite:///signoff.db --key signoff-log-key.pem",
+    "desk reviewer add dana@example.org --role finance --tools 'transfer_*' --admin-key signoff-log-key.admin.pem",
+    "desk demo",
+]
 
 def _reviewer_id(email: str) -> str:
     email = email.strip().lower()
@@ -36,12 +51,26 @@ def _admin_key_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="desk", description="Signoff desk: people decide paused agent tool calls.")
-    sub = p.add_subparsers(dest="cmd", required=True)
+def _store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default=DEFAULT_STORE, help=STORE_HELP)
 
-    s = sub.add_parser("serve", help="serve the desk over HTTP (on a log made by `audit init`)")
-    s.add_argument("--store", default=DEFAULT_STORE, help="store URL (sqlite:///path.db or postgresql://…)")
+
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``desk`` parser; given ``argv``, ``desk notify`` is wired in full only if it can be named."""
+    notify = argv is None or "notify" in argv or "serve" in argv
+    if notify:
+        from signoff.desk.notify import cli as notify_cli
+    p, sub = command("desk", "Signoff desk: people decide paused agent tool calls.", EXAMPLES, EXIT_CODES)
+
+    s = verb(
+        sub,
+        "serve",
+        "serve the desk over HTTP (on a log made by `audit init`)",
+        "desk serve --store sqlite:///signoff.db --key signoff-log-key.pem --origin https://desk.example.org",
+        cmd_serve,
+        EXIT_CODES,
+    )
+    _store_arg(s)
     s.add_argument(
         "--key",
         default=os.environ.get("SIGNOFF_KEY"),
@@ -87,14 +116,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--secure-cookies", action="store_true", help="always mark cookies Secure (behind a TLS proxy)")
     s.add_argument("--quiet", action="store_true", help="no per-request log lines")
-    notify_cli.add_serve_flags(s)
+    if notify:
+        notify_cli.add_serve_flags(s)
 
-    r = sub.add_parser("reviewer", help="enroll, list, reset and disable reviewers")
-    rs = r.add_subparsers(dest="rcmd", required=True)
-    add = rs.add_parser(
+    rs = group(
+        sub,
+        "reviewer",
+        "enroll, list, reset and disable reviewers",
+        [
+            "desk reviewer add dana@example.org --role finance --tools 'transfer_*' --admin-key admin.pem",
+            "desk reviewer list",
+        ],
+        "rcmd",
+        EXIT_CODES,
+    )
+    add = verb(
+        rs,
         "add",
-        help="enroll a reviewer on the log (signed by the admin key) and print their one-time enrolment code, "
+        "enroll a reviewer on the log (signed by the admin key) and print their one-time enrolment code, "
         "which is also their initial desk password",
+        "desk reviewer add dana@example.org --role finance --tools 'transfer_*' refund --admin-key admin.pem",
+        _on_store(cmd_reviewer_add),
+        EXIT_CODES,
     )
     add.add_argument("email")
     add.add_argument(
@@ -107,40 +150,81 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--tools", nargs="+", metavar="GLOB", help="tool name globs this reviewer may decide")
     tools.add_argument("--any-tool", action="store_true", help="this reviewer may decide any tool")
     add.add_argument("--replace", action="store_true", help="change the roles or tools of an enrolled reviewer")
-    add.add_argument("--store", default=DEFAULT_STORE)
+    _store_arg(add)
     _admin_key_arg(add)
-    reset = rs.add_parser(
+    reset = verb(
+        rs,
         "reset",
-        help="give a reviewer a new enrolment code (same roles and tools) to register a new passkey; "
+        "give a reviewer a new enrolment code (same roles and tools) to register a new passkey; "
         "it is also their new one-time desk password",
+        "desk reviewer reset dana@example.org --admin-key admin.pem",
+        _on_store(cmd_reviewer_reset),
+        EXIT_CODES,
     )
     reset.add_argument("email")
-    reset.add_argument("--store", default=DEFAULT_STORE)
+    _store_arg(reset)
     _admin_key_arg(reset)
-    ls = rs.add_parser("list", help="list enrolled reviewers")
-    ls.add_argument("--store", default=DEFAULT_STORE)
-    dis = rs.add_parser("disable", help="disable a reviewer (on the log) and end their sessions and tokens")
+    ls = verb(
+        rs,
+        "list",
+        "list enrolled reviewers",
+        "desk reviewer list --store sqlite:///signoff.db",
+        _on_store(cmd_reviewer_list),
+        EXIT_CODES,
+    )
+    _store_arg(ls)
+    dis = verb(
+        rs,
+        "disable",
+        "disable a reviewer (on the log) and end their sessions and tokens",
+        "desk reviewer disable dana@example.org --reason 'left the team' --admin-key admin.pem",
+        _on_store(cmd_reviewer_disable),
+        EXIT_CODES,
+    )
     dis.add_argument("email")
     dis.add_argument("--reason", default="disabled by an administrator")
-    dis.add_argument("--store", default=DEFAULT_STORE)
+    _store_arg(dis)
     _admin_key_arg(dis)
-    tok = rs.add_parser("token", help="print a new API token for a reviewer")
+    tok = verb(
+        rs,
+        "token",
+        "print a new API token for a reviewer",
+        "desk reviewer token dana@example.org --label ci",
+        _on_store(cmd_reviewer_token),
+        EXIT_CODES,
+    )
     tok.add_argument("email")
     tok.add_argument("--label", default="cli")
-    tok.add_argument("--store", default=DEFAULT_STORE)
-    pw = rs.add_parser(
-        "password", help="reset a reviewer's desk password only (prints a new one-time password; no new code)"
+    _store_arg(tok)
+    pw = verb(
+        rs,
+        "password",
+        "reset a reviewer's desk password only (prints a new one-time password; no new code)",
+        "desk reviewer password dana@example.org",
+        _on_store(cmd_reviewer_password),
+        EXIT_CODES,
     )
     pw.add_argument("email")
-    pw.add_argument("--store", default=DEFAULT_STORE)
+    _store_arg(pw)
 
-    d = sub.add_parser(
+    d = verb(
+        sub,
         "demo",
-        help="local SQLite desk with a scripted agent that keeps proposing calls (its log accepts unsigned decisions)",
+        "local SQLite desk with a scripted agent that keeps proposing calls (its log accepts unsigned decisions)",
+        "desk demo --port 8081 --dir demo   # keeps its store in ./demo (default: a temp dir, removed on Ctrl-C)",
+        cmd_demo,
+        EXIT_CODES,
     )
-    d.add_argument("--dir", default=None, help="directory for the demo store (default: a new temp dir)")
+    d.add_argument(
+        "--dir", default=None, help="directory for the demo store, kept (default: a new temp dir, removed on a stop)"
+    )
     d.add_argument("--host", default="127.0.0.1")
-    d.add_argument("--port", type=int, default=8080)
+    d.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port (default 8080, or the next free one after it; a --port in use is refused)",
+    )
     d.add_argument("--interval", type=float, default=20.0, help="seconds between the agent's new proposals")
     d.add_argument("--max-open", type=int, default=8, help="pause proposing while this many runs wait")
     d.add_argument(
@@ -151,12 +235,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--quiet", action="store_true")
 
-    notify_cli.add_parser(sub, DEFAULT_STORE)
+    if notify:
+        notify_cli.add_parser(sub, DEFAULT_STORE, NOTIFY_HELP, EXIT_CODES)
+    else:  # a placeholder for `desk --help`; any command line that names `notify` gets the real one
+        sub.add_parser("notify", help=NOTIFY_HELP)
     return p
-
-
-class UsageError(Exception):
-    """A command-line input the desk cannot use (exit code 2)."""
 
 
 def _accounts(store_url: str):  # type: ignore[no-untyped-def]
@@ -164,31 +247,48 @@ def _accounts(store_url: str):  # type: ignore[no-untyped-def]
     from signoff.desk.auth import Accounts
     from signoff.desk.db import make_engine
 
-    store = open_store(store_url, create=False)
-    return store, ReviewService(store), Accounts(make_engine(store_url), store.log_id)
+    url = existing_store_url(store_url)
+    store = open_store(url, create=False)
+    return store, ReviewService(store), Accounts(make_engine(url), store.log_id)
 
 
 def _admin(a: argparse.Namespace) -> Any:
     from signoff.audit.keys import read_private_key
 
     if not a.admin_key:
-        raise UsageError(
+        raise UnusableInput(
             "--admin-key: expected the administrator's key file (or SIGNOFF_ADMIN_KEY), found none; "
             "only the admin key enrolls, resets or disables reviewers"
         )
     return read_private_key(a.admin_key)
 
 
+def _enrolled(svc: Any, email: str) -> tuple[str, Any]:
+    """The reviewer ``email`` names, who must be enrolled on the log."""
+    rid = _reviewer_id(email)
+    info = svc.reviewer(rid)
+    if info is None:
+        raise UnusableInput(
+            f"{email}: expected an enrolled reviewer, found {rid} not enrolled (see `desk reviewer list`; "
+            "enroll them with `desk reviewer add`)"
+        )
+    return rid, info
+
+
 def cmd_serve(a: argparse.Namespace) -> int:
+    url = existing_store_url(a.store)
+    if not free_port(a.host, a.port):
+        raise UnusableInput(f"--port: expected a free port on {a.host}, found {a.port} in use (another desk?)")
     import uvicorn
 
     from signoff.desk.app import create_app
+    from signoff.desk.notify import cli as notify_cli
     from signoff.desk.reqlog import setup_logging
 
     if not a.quiet:
         setup_logging()
     app = create_app(
-        a.store,
+        url,
         a.key,
         secure_cookies=True if a.secure_cookies else None,
         access_log=not a.quiet,
@@ -205,6 +305,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    a.store = url
     notifier = notify_cli.start_in_desk(a, desk) if a.notify else None
     try:
         uvicorn.run(app, host=a.host, port=a.port, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
@@ -233,67 +334,70 @@ CODE_NOTE = (
 )
 
 
-def cmd_reviewer(a: argparse.Namespace) -> int:
+def _on_store(run: Callable[[argparse.Namespace, Any, Any], None]) -> Callable[[argparse.Namespace], int]:
+    """A ``desk reviewer`` verb: ``run(args, review service, desk accounts)`` on the store ``--store`` names."""
+
+    def verb_run(a: argparse.Namespace) -> int:
+        store, svc, accounts = _accounts(a.store)
+        try:
+            run(a, svc, accounts)
+        finally:
+            store.close()
+        return 0
+
+    return verb_run
+
+
+def cmd_reviewer_add(a: argparse.Namespace, svc: Any, accounts: Any) -> None:
+    rid = _reviewer_id(a.email)
+    tools = ["*"] if a.any_tool else list(a.tools)
+    entry, code = _enroll_with_code(svc, accounts, rid, roles=a.role, tools=tools, replace=a.replace, admin=_admin(a))
+    print(f"enrolled {rid} (roles: {', '.join(a.role)}; tools: {', '.join(tools)}) at seq {entry.seq}")
+    print(CODE_NOTE.format(code=code))
+
+
+def cmd_reviewer_reset(a: argparse.Namespace, svc: Any, accounts: Any) -> None:
+    rid, info = _enrolled(svc, a.email)
+    if not info.enabled:
+        raise NotAllowed(
+            f"{a.email}: expected an enabled reviewer, found {rid} disabled; enroll them again with `desk reviewer add`"
+        )
+    entry, code = _enroll_with_code(
+        svc, accounts, rid, roles=list(info.roles), tools=list(info.tools), replace=False, admin=_admin(a)
+    )
+    print(f"re-enrolled {rid} with a new enrolment code at seq {entry.seq}; their sessions are ended")
+    print(CODE_NOTE.format(code=code))
+
+
+def cmd_reviewer_list(a: argparse.Namespace, svc: Any, accounts: Any) -> None:
+    for info in svc.reviewers():
+        state = "enabled" if info.enabled else "disabled"
+        kinds = [k.passkey.algorithm if k.passkey else "key file" for k in svc.keys(info.id)]
+        keys = ",".join(kinds) or "none"
+        print(f"{info.id}\t{state}\troles={','.join(info.roles)}\ttools={','.join(info.tools) or '*'}\tkeys={keys}")
+
+
+def cmd_reviewer_disable(a: argparse.Namespace, svc: Any, accounts: Any) -> None:
+    rid = _reviewer_id(a.email)
+    entry = svc.disable_reviewer(rid, reason=a.reason, admin=_admin(a))
+    accounts.close_all_sessions(rid)
+    accounts.revoke_all(rid)
+    print(f"disabled {rid} at seq {entry.seq}; sessions ended, API tokens revoked")
+
+
+def cmd_reviewer_token(a: argparse.Namespace, svc: Any, accounts: Any) -> None:
+    rid, _info = _enrolled(svc, a.email)
+    print(accounts.new_token(rid, a.label))
+
+
+def cmd_reviewer_password(a: argparse.Namespace, svc: Any, accounts: Any) -> None:
     from signoff.desk.auth import new_password
 
-    store, svc, accounts = _accounts(a.store)
-    try:
-        if a.rcmd == "add":
-            rid = _reviewer_id(a.email)
-            tools = ["*"] if a.any_tool else list(a.tools)
-            entry, code = _enroll_with_code(
-                svc, accounts, rid, roles=a.role, tools=tools, replace=a.replace, admin=_admin(a)
-            )
-            print(f"enrolled {rid} (roles: {', '.join(a.role)}; tools: {', '.join(tools)}) at seq {entry.seq}")
-            print(CODE_NOTE.format(code=code))
-        elif a.rcmd == "reset":
-            rid = _reviewer_id(a.email)
-            info = svc.reviewer(rid)
-            if info is None:
-                print(f"desk: {rid} is not enrolled", file=sys.stderr)
-                return 1
-            if not info.enabled:
-                print(f"desk: {rid} is disabled; enroll them again with `desk reviewer add`", file=sys.stderr)
-                return 1
-            admin = _admin(a)
-            entry, code = _enroll_with_code(
-                svc, accounts, rid, roles=list(info.roles), tools=list(info.tools), replace=False, admin=admin
-            )
-            print(f"re-enrolled {rid} with a new enrolment code at seq {entry.seq}; their sessions are ended")
-            print(CODE_NOTE.format(code=code))
-        elif a.rcmd == "list":
-            for info in svc.reviewers():
-                state = "enabled" if info.enabled else "disabled"
-                kinds = [k.passkey.algorithm if k.passkey else "key file" for k in svc.keys(info.id)]
-                keys = ",".join(kinds) or "none"
-                print(
-                    f"{info.id}\t{state}\troles={','.join(info.roles)}\ttools={','.join(info.tools) or '*'}"
-                    f"\tkeys={keys}"
-                )
-        elif a.rcmd == "disable":
-            rid = _reviewer_id(a.email)
-            entry = svc.disable_reviewer(rid, reason=a.reason, admin=_admin(a))
-            accounts.close_all_sessions(rid)
-            accounts.revoke_all(rid)
-            print(f"disabled {rid} at seq {entry.seq}; sessions ended, API tokens revoked")
-        elif a.rcmd == "token":
-            rid = _reviewer_id(a.email)
-            if svc.reviewer(rid) is None:
-                print(f"desk: {rid} is not enrolled", file=sys.stderr)
-                return 1
-            print(accounts.new_token(rid, a.label))
-        elif a.rcmd == "password":
-            rid = _reviewer_id(a.email)
-            if svc.reviewer(rid) is None:
-                print(f"desk: {rid} is not enrolled", file=sys.stderr)
-                return 1
-            password = new_password()
-            accounts.set_password(rid, password, must_change=True)
-            accounts.close_all_sessions(rid)
-            print(f"initial password (works once; not an enrolment code): {password}")
-    finally:
-        store.close()
-    return 0
+    rid, _info = _enrolled(svc, a.email)
+    password = new_password()
+    accounts.set_password(rid, password, must_change=True)
+    accounts.close_all_sessions(rid)
+    print(f"initial password (works once; not an enrolment code): {password}")
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
@@ -311,27 +415,9 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    a = _parser().parse_args(argv)
-    from signoff.audit.errors import AuditError, KeyFileError
-
-    try:
-        if a.cmd == "serve":
-            return cmd_serve(a)
-        if a.cmd == "reviewer":
-            return cmd_reviewer(a)
-        if a.cmd == "demo":
-            return cmd_demo(a)
-        if a.cmd == "notify":
-            return notify_cli.run(a)
-    except (UsageError, KeyFileError) as exc:
-        print(f"desk: {exc}", file=sys.stderr)
-        return 2
-    except AuditError as exc:
-        print(f"desk: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 2
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = _parser(argv).parse_args(argv)
+    return run_at_edge(lambda: int(a.run(a)), getattr(a, "store", None))
 
 
 if __name__ == "__main__":

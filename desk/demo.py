@@ -18,6 +18,8 @@ import itertools
 import json
 import logging
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -409,6 +411,32 @@ def prepare(directory: Path) -> tuple[str, Path, str | None]:
     return url, key, password
 
 
+DEFAULT_PORT = 8080
+
+
+def choose_port(host: str, port: int | None) -> tuple[int, str | None]:
+    """The port to serve on, checked before anything is printed, and a note when it is not the default.
+
+    No ``--port``: :data:`DEFAULT_PORT`, or the next free port after it. A ``--port`` in use is refused."""
+    from signoff.audit.cli_common import free_port
+    from signoff.audit.errors import UnusableInput
+
+    default = DEFAULT_PORT
+    if port is not None:
+        if not free_port(host, port):
+            raise UnusableInput(
+                f"--port: expected a free port on {host}, found {port} in use (another desk or demo?); leave "
+                f"--port out (or PORT= out of `make demo`) to take the next free one after {default}"
+            )
+        return port, None
+    for candidate in range(default, min(default + 100, 65536)):
+        if free_port(host, candidate):
+            if candidate == default:
+                return candidate, None
+            return candidate, f"port {default} is in use on {host}: serving on {candidate} instead (--port picks one)"
+    raise UnusableInput(f"--port: expected a free port on {host} from {default} on, found the next 100 in use")
+
+
 def _browser_host(host: str) -> str:
     """The host to print: passkeys need a domain, so a loopback address is shown as ``localhost``."""
     return "localhost" if host in ("127.0.0.1", "::1", "0.0.0.0", "::") else host
@@ -418,12 +446,15 @@ def run_demo(
     directory: Path | None,
     *,
     host: str,
-    port: int,
+    port: int | None,
     interval: float,
     max_open: int,
     quiet: bool,
     sessions: str = "sqlite",
 ) -> int:
+    """Serve the demo until stopped. ``directory`` is kept; without one, a temp dir is made and removed
+    again on a clean stop (Ctrl-C, SIGTERM). ``port`` ``None``: 8080 or the next free port."""
+    port, note = choose_port(host, port)
     import uvicorn
 
     from signoff.bridge import Signoff, ToolPolicy
@@ -431,6 +462,7 @@ def run_demo(
     from signoff.desk.reqlog import setup_logging
 
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # no telemetry chatter from the scripted model
+    temporary = directory is None
     directory = directory or Path(tempfile.mkdtemp(prefix="signoff-demo-"))
     url, key, password = prepare(directory)
     if password is None:
@@ -449,9 +481,13 @@ def run_demo(
     if not quiet:
         setup_logging(logging.WARNING)
     print("Signoff demo", flush=True)
+    if note is not None:
+        print(f"  note      {note}", flush=True)
     print(f"  desk      http://{_browser_host(host)}:{port}/", flush=True)
     print(f"  sign in   {DEMO_REVIEWER[6:]}  /  {password}", flush=True)
     print(f"  store     {url}", flush=True)
+    if temporary:
+        print("            (a temp dir, removed when the demo stops; --dir DIR keeps the store)", flush=True)
     print("  NOTE      this demo log accepts UNSIGNED decisions, and the demo holds its admin key", flush=True)
     print(f"            ({directory / 'log.admin.key'}); a real log (`audit init`) requires each decision", flush=True)
     print("            to carry the reviewer's own passkey signature, and its admin key stays offline.", flush=True)
@@ -464,13 +500,29 @@ def run_demo(
     print("  and a refund + e-mail frontier; it resumes as you decide. Ctrl-C stops.", flush=True)
     agent = DemoAgent(signoff, directory, interval=interval, max_open=max_open, quiet=quiet, sessions=sessions)
     agent.start()
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _stop) if main_thread else None  # SIGTERM stops it as Ctrl-C does
+    clean = False
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
+        clean = True
+    except KeyboardInterrupt:  # uvicorn shuts down gracefully, then raises the signal it caught again
+        clean = True
+        raise
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
         agent.stop()
         signoff.close()
+        if temporary and clean:  # after a crash the directory stays, for a look at what happened
+            shutil.rmtree(directory, ignore_errors=True)
+            print(f"removed the demo's temp dir {directory}", flush=True)
     return 0
 
 
+def _stop(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run_demo(None, host="127.0.0.1", port=8080, interval=20, max_open=8, quiet=False))
+    sys.exit(run_demo(None, host="127.0.0.1", port=None, interval=20, max_open=8, quiet=False))

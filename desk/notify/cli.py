@@ -15,6 +15,8 @@ import signal
 import sys
 from typing import Any
 
+from signoff.audit.cli_common import STORE_HELP, existing_store_url, group, verb
+from signoff.audit.errors import UnusableInput
 from signoff.desk.notify._events import EVENT_NAMES
 
 DESK_URL_ENV = "SIGNOFF_DESK_URL"
@@ -47,25 +49,61 @@ def _filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="replace the endpoint of this name")
 
 
-def add_parser(sub: Any, default_store: str) -> None:
+def add_parser(sub: Any, default_store: str, summary: str, exit_codes: str) -> None:
     """Add ``notify`` and its verbs to the ``desk`` command's subparsers."""
-    n = sub.add_parser("notify", help="tell people when a review needs them: webhooks, Slack, e-mail")
-    ns = n.add_subparsers(dest="ncmd", required=True)
+    ns = group(
+        sub,
+        "notify",
+        summary,
+        [
+            "desk notify add slack ops --url-env SLACK_URL --tool 'transfer_*' --event opened",
+            "desk notify serve --desk-url https://desk.example.org",
+        ],
+        "ncmd",
+        exit_codes,
+    )
 
-    add = ns.add_parser("add", help="add an endpoint (stored in the store's database)")
-    kinds = add.add_subparsers(dest="kind", required=True)
-    hook = kinds.add_parser("webhook", help="an HTTP endpoint that gets signed JSON")
+    def add_verb(parent: Any, name: str, text: str, example: str) -> argparse.ArgumentParser:
+        parser = verb(parent, name, text, example, run, exit_codes)
+        parser.add_argument("--store", default=default_store, help=STORE_HELP)
+        return parser
+
+    kinds = group(
+        ns,
+        "add",
+        "add an endpoint (stored in the store's database)",
+        ["desk notify add webhook ops --url https://hooks.example.org/signoff --tool 'transfer_*'"],
+        "kind",
+        exit_codes,
+    )
+    hook = add_verb(
+        kinds,
+        "webhook",
+        "an HTTP endpoint that gets signed JSON",
+        "desk notify add webhook ops --url https://hooks.example.org/signoff --role finance",
+    )
     _filters(hook)
     hook.add_argument("--url", required=True)
     secret = hook.add_mutually_exclusive_group()
     secret.add_argument("--secret", help="the HMAC secret (default: a new one, printed once)")
     secret.add_argument("--secret-env", metavar="VAR", help="read the secret from this environment variable")
-    slack = kinds.add_parser("slack", help="a Slack incoming webhook")
+    slack = add_verb(
+        kinds,
+        "slack",
+        "a Slack incoming webhook",
+        "desk notify add slack ops --url-env SLACK_WEBHOOK_URL --event opened --event escalated",
+    )
     _filters(slack)
     url = slack.add_mutually_exclusive_group(required=True)
     url.add_argument("--url", help="the incoming webhook's URL (stored; it is a secret)")
     url.add_argument("--url-env", metavar="VAR", help="read the URL from this environment variable")
-    mail = kinds.add_parser("email", help="e-mail over SMTP")
+    mail = add_verb(
+        kinds,
+        "email",
+        "e-mail over SMTP",
+        "desk notify add email finance --smtp-host smtp.example.org --smtp-user signoff "
+        "--smtp-password-env SMTP_PASSWORD --from signoff@example.org --to finance@example.org",
+    )
     _filters(mail)
     mail.add_argument("--smtp-host", required=True)
     mail.add_argument("--smtp-port", type=int, help="default: 25, 587 (starttls) or 465 (tls)")
@@ -77,30 +115,30 @@ def add_parser(sub: Any, default_store: str) -> None:
     mail.add_argument("--ca-file", help="trust this CA bundle for the SMTP server's certificate")
     mail.add_argument("--from", dest="sender", required=True, metavar="ADDRESS")
     mail.add_argument("--to", action="append", required=True, metavar="ADDRESS", help="a recipient (repeatable)")
-    for p in (hook, slack, mail):
-        p.add_argument("--store", default=default_store)
 
-    ls = ns.add_parser("list", help="list endpoints (secrets left out)")
+    ls = add_verb(ns, "list", "list endpoints (secrets left out)", "desk notify list --json")
     ls.add_argument("--json", action="store_true")
-    ls.add_argument("--store", default=default_store)
 
-    rm = ns.add_parser("remove", help="remove an endpoint and its undelivered notifications")
+    rm = add_verb(ns, "remove", "remove an endpoint and its undelivered notifications", "desk notify remove ops")
     rm.add_argument("name")
-    rm.add_argument("--store", default=default_store)
 
-    dl = ns.add_parser("deliveries", help="recent delivery attempts")
+    dl = add_verb(ns, "deliveries", "recent delivery attempts", "desk notify deliveries --endpoint ops --limit 5")
     dl.add_argument("--endpoint")
     dl.add_argument("--limit", type=int, default=20)
     dl.add_argument("--json", action="store_true")
-    dl.add_argument("--store", default=default_store)
 
-    test = ns.add_parser("test", help="send a test notification to one endpoint now")
+    test = add_verb(
+        ns, "test", "send a test notification to one endpoint now (exit 1: not delivered)", "desk notify test ops"
+    )
     test.add_argument("name")
     test.add_argument("--desk-url", default=_default_desk_url())
-    test.add_argument("--store", default=default_store)
 
-    serve = ns.add_parser("serve", help="run the notifier: follow the log and deliver")
-    serve.add_argument("--store", default=default_store)
+    serve = add_verb(
+        ns,
+        "serve",
+        "run the notifier: follow the log and deliver",
+        "desk notify serve --store sqlite:///signoff.db --desk-url https://desk.example.org",
+    )
     serve.add_argument(
         "--desk-url",
         default=_default_desk_url(),
@@ -196,14 +234,14 @@ def _show(endpoint: Any) -> str:
 
 
 def run(a: argparse.Namespace) -> int:
-    """Run one ``desk notify`` verb; errors become a message and an exit code (2: bad input)."""
+    """Run one ``desk notify`` verb; its errors are unusable input (exit code 2, at the desk's edge)."""
     from signoff.desk.notify._errors import NotifyError
 
+    a.store = existing_store_url(a.store)
     try:
         return _run(a)
     except NotifyError as exc:
-        print(f"desk notify: {exc}", file=sys.stderr)
-        return 2
+        raise UnusableInput(str(exc)) from None
 
 
 def _run(a: argparse.Namespace) -> int:
@@ -257,6 +295,8 @@ def _run(a: argparse.Namespace) -> int:
 
 
 def _deliveries(a: argparse.Namespace, engines: Any, log_id: str) -> int:
+    if a.limit < 0:
+        raise UnusableInput(f"--limit: expected 0 or more delivery attempts, found {a.limit}")
     from sqlalchemy import select
     from sqlmodel import col
 
@@ -298,7 +338,7 @@ def _test(a: argparse.Namespace, endpoint: Any, log_id: str) -> int:
     if outcome.delivered:
         print(f"delivered to {endpoint.name} ({outcome.status})")
         return 0
-    print(f"desk notify: not delivered to {endpoint.name}: {outcome.error}", file=sys.stderr)
+    print(f"error: not delivered to {endpoint.name}: {outcome.error}", file=sys.stderr)
     return 1
 
 

@@ -107,8 +107,8 @@ def test_reviewer_add_any_tool_and_replace(log: Log, capsys: pytest.CaptureFixtu
     admin = ["--admin-key", str(log.admin_key), "--store", log.url]
     assert main(["reviewer", "add", "erin@example.org", "--role", "ops", "--any-tool", *admin]) == 0
     assert "tools: *" in capsys.readouterr().out
-    # Other roles need --replace (the log refuses a silent change).
-    assert main(["reviewer", "add", "erin@example.org", "--role", "finance", "--any-tool", *admin]) == 1
+    # Other roles need --replace (the log refuses a silent change: a refused request, exit code 2).
+    assert main(["reviewer", "add", "erin@example.org", "--role", "finance", "--any-tool", *admin]) == 2
     assert "replace" in capsys.readouterr().err
     assert main(["reviewer", "add", "erin@example.org", "--role", "finance", "--any-tool", "--replace", *admin]) == 0
     s = open_store(log.url)
@@ -139,7 +139,7 @@ def test_reviewer_add_needs_the_admin_key(
                 str(log.key),
             ]
         )
-        == 1
+        == 2
     )
     assert "admin" in capsys.readouterr().err
     missing = tmp_path / "nope.pem"
@@ -199,20 +199,20 @@ def test_reviewer_reset_gives_a_new_code(log: Log, capsys: pytest.CaptureFixture
         accounts.authenticate("human:fay@example.org", "fay's own password")
     assert accounts.session(token) is None  # her sessions ended
     s.close()
-    assert main(["reviewer", "reset", "ghost@example.org", *admin]) == 1
+    assert main(["reviewer", "reset", "ghost@example.org", *admin]) == 2
     assert "not enrolled" in capsys.readouterr().err
     assert main(["reviewer", "disable", "fay@example.org", *admin]) == 0
-    assert main(["reviewer", "reset", "fay@example.org", *admin]) == 1
+    assert main(["reviewer", "reset", "fay@example.org", *admin]) == 2
     assert "disabled" in capsys.readouterr().err
 
 
 def test_unknown_reviewer_token_fails(store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["reviewer", "token", "ghost@example.org", "--store", store]) == 1
+    assert main(["reviewer", "token", "ghost@example.org", "--store", store]) == 2
     assert "not enrolled" in capsys.readouterr().err
 
 
 def test_serve_on_a_store_without_a_log_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--store", f"sqlite:///{tmp_path / 'empty.db'}", "--quiet"]) == 1
+    assert main(["serve", "--store", f"sqlite:///{tmp_path / 'empty.db'}", "--quiet"]) == 2
     assert "audit init" in capsys.readouterr().err
     assert not (tmp_path / "empty.db").exists()
 
