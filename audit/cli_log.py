@@ -1,5 +1,5 @@
-"""``audit`` verbs about the log itself: init, verify, log, show, export, checkpoint, prove, check-proof,
-consistency. Wired into the parser by :mod:`signoff.audit.cli`."""
+"""``audit`` verbs about the log itself: init, verify, log, show, export, migrate (checkpoints and proofs:
+:mod:`signoff.audit.cli_proofs`). Wired into the parser by :mod:`signoff.audit.cli`."""
 
 from __future__ import annotations
 
@@ -81,6 +81,13 @@ def _report(args: argparse.Namespace, report: Report) -> int:
                 print(f"   {note}")
             if report.checkpoints:
                 print(f"   {report.checkpoints} checkpoint(s) checked")
+            if report.witnessed is not None:
+                seen = report.witnessed
+                by = ", ".join(seen.by) or "none"
+                print(f"   witnessed: the checkpoint of size {seen.size} is cosigned by {len(seen.by)} of the "
+                      f"witnesses given ({by}; quorum {seen.quorum}); {seen.after} entries after it")  # fmt: skip
+                for name, said in sorted(seen.online.items()):
+                    print(f"   {name}: {said}")
             for item in report.stalled:
                 print(
                     f"   warning: {item['review']} ({item['tool']}) {item['status']}, run resumed at "
@@ -105,11 +112,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     store = open_store(store_url(args.store))
     if args.admin_key is None:  # beside the log key, as the README says: log.key -> log.admin.key
         args.admin_key = str(default_admin_key(args.key))
-    info = store.init_log(args.key, args.admin_key, admin=args.admin, signed_decisions=args.decisions == "signed")
+    info = store.init_log(
+        args.key, args.admin_key, admin=args.admin, signed_decisions=args.decisions == "signed", origin=args.origin
+    )
     admin = read_private_key(args.admin_key)
+    from signoff.audit.c2sp import log_vkey
+
+    vkey = log_vkey(store.rules.origin, info.public_key)
     data = {
         "log": info.id,
         "store": args.store,
+        "origin": store.rules.origin,
+        "vkey": vkey,
         "log_key": {"public": info.public_key, "file": str(args.key)},
         "admin": {"actor": args.admin, "public": admin.public, "file": str(args.admin_key)},
         "decisions": args.decisions,
@@ -118,6 +132,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         args,
         data,
         f"created log {info.id} in {args.store} (decisions: {args.decisions})\n"
+        f"origin:    {store.rules.origin}\n"
+        f"vkey:      {vkey}\n"
+        "           (give it to witnesses and auditors: it checks the log's checkpoints)\n"
         f"log key:   {info.public_key}\n"
         f"           private key in {args.key} (mode 0600): for checkpoints; the desk may hold it\n"
         f"admin key: {admin.public} ({args.admin})\n"
@@ -128,25 +145,16 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def log_key(text: str | None, option: str = "--log-key") -> str | None:
-    """A pinned log key, checked before any verification: a malformed one is unusable input, not tampering."""
-    if text is None:
-        return None
-    from signoff.audit.keys import decode_public
-
-    try:
-        decode_public(text)
-    except ValueError as exc:
-        raise UnusableInput(f"{option}: {exc} (the log key `audit init` printed)") from None
-    return text
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
+    from signoff.audit import cli_proofs
     from signoff.audit.proofs import KIND as PROOF_KIND
     from signoff.audit.verify import load_checkpoint
     from signoff.audit.verify_parallel import default_jobs
 
-    pinned = log_key(args.log_key)
+    if args.tiles:
+        return _report(args, cli_proofs.verify_tiles(args))
+    pinned = cli_proofs.log_key(args.log_key)
+    witnesses = cli_proofs.witness_verifiers(args.witness)
     against = load_checkpoint(Path(args.against)) if args.against else None
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
@@ -159,8 +167,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
         with path.open("rb") as handle:
             first = handle.readline(1 << 20).strip()
-        if first.startswith(b"{") and PROOF_KIND.encode() in first + path.read_bytes()[:4096]:
-            return _check_proof(args, path)
+        if (first.startswith(b"{") and PROOF_KIND.encode() in first + path.read_bytes()[:4096]) or (
+            cli_proofs.is_receipt(path)
+        ):
+            return cli_proofs.check_proof(args, path)
         if not first:
             raise UnusableInput(f"{path}: expected at least one entry, found an empty file")
         if not _looks_like_an_entry(first):
@@ -181,6 +191,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         pinned_key=pinned,
         incremental=args.incremental,
         jobs=jobs,
+        witnesses=witnesses,
+        quorum=args.quorum if args.quorum is not None else 1,
+        online=not args.offline,
     )
     if args.stalled_after is not None and report.ok:
         from signoff.audit.reviews import ReviewService
@@ -205,28 +218,6 @@ def _looks_like_an_entry(line: bytes) -> bool:
     except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and {"log", "seq", "kind"} <= set(data)
-
-
-def _check_proof(args: argparse.Namespace, path: Path) -> int:
-    from signoff.audit.canonical import decode
-    from signoff.audit.proofs import check_inclusion
-
-    pinned = log_key(args.log_key)
-    try:
-        bundle = decode(path.read_bytes(), "proof")
-    except ValueError as exc:
-        raise UnusableInput(f"{path}: expected an `audit prove` file, found {exc}") from None
-    result = check_inclusion(bundle, pinned)
-    emit(args, result, f"ok: entry {result['seq']} ({result['kind']}) is in log {result['log']} of "
-                       f"{result['size']} entries, root {result['root']}, signed by the log key")  # fmt: skip
-    return 0
-
-
-def cmd_check_proof(args: argparse.Namespace) -> int:
-    path = Path(args.proof)
-    if not path.is_file():
-        raise UnusableInput(f"{path}: expected an `audit prove` file, found nothing")
-    return _check_proof(args, path)
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -310,51 +301,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_checkpoint(args: argparse.Namespace) -> int:
-    store = open_existing(args)
-    point = store.checkpoint(args.key)
-    text = json.dumps(point.to_json(), indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return 0
-
-
-def cmd_prove(args: argparse.Namespace) -> int:
-    from signoff.audit.proofs import build_inclusion, check_inclusion
-
-    store = open_existing(args)
-    size = store.size()
-    if not 0 <= args.seq < size:
-        raise UnusableInput(f"seq {args.seq}: expected 0..{size - 1}, found no such entry")
-    bundle = build_inclusion(store, args.seq, args.size)
-    check_inclusion(bundle)  # never hand out a proof that does not check
-    text = json.dumps(bundle, indent=2, ensure_ascii=False)
-    if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-        print(f"wrote a proof of entry {args.seq} under the checkpoint of size {bundle['size']} to {args.output}")
-    else:
-        print(text)
-    return 0
-
-
-def cmd_consistency(args: argparse.Namespace) -> int:
-    from signoff.audit.merkle import ProofError
-    from signoff.audit.proofs import consistency
-    from signoff.audit.verify import load_checkpoint
-
-    store = open_existing(args)
-    old = load_checkpoint(Path(args.old))
-    if old.log != store.log_id:
-        raise UnusableInput(f"{args.old}: expected a checkpoint of log {store.log_id}, found log {old.log}")
-    try:
-        result = consistency(store, old)
-    except ProofError as exc:
-        raise ProofError(f"the log is not an extension of {args.old}: {exc}") from None
-    emit(args, result, json.dumps(result, indent=2))
-    return 0
-
-
 def cmd_migrate(args: argparse.Namespace) -> int:
     from signoff.audit import schema_version
     from signoff.audit.store import open_store
@@ -386,6 +332,11 @@ def register(sub: Any) -> None:
     )
     init.add_argument("--admin", default="admin:root", help="the admin's actor name (admin:<name>)")
     init.add_argument(
+        "--origin",
+        help="the log's name in its C2SP checkpoints: a schema-less URL with no spaces and no '+', e.g. "
+        "audit.example.org/payments (default: signoff.invalid/<log id>); witnesses know the log by it",
+    )
+    init.add_argument(
         "--decisions",
         choices=["signed", "unsigned-allowed"],
         default="signed",
@@ -408,6 +359,14 @@ def register(sub: Any) -> None:
         help="with --against: trust the entries the kept checkpoint covers (its root proves them); check later ones",
     )
     ver.add_argument("--log-key", help="pin the log's public key (ed25519:<base64>)")
+    from signoff.audit.cli_proofs import add_witness_options
+
+    add_witness_options(ver)
+    ver.add_argument(
+        "--offline", action="store_true", help="with --witness: do not ask the witnesses for their newest checkpoint"
+    )
+    ver.add_argument("--tiles", metavar="DIR|URL", help="verify a c2sp.org/tlog-tiles mirror instead (no database)")
+    ver.add_argument("--log-vkey", help="with --tiles: the log's vkey (`audit vkey`)")
     ver.add_argument(
         "--stalled-after",
         type=float,
@@ -422,17 +381,6 @@ def register(sub: Any) -> None:
         help="worker processes for hashes, canonical form and signatures (default: one per core; 1: this process)",
     )
     add_json(ver)
-
-    check = verb(
-        sub,
-        "check-proof",
-        "check an `audit prove` file offline: the entry, its path and the signed checkpoint",
-        "audit check-proof proof-42.json --log-key ed25519:…",
-        cmd_check_proof,
-    )
-    check.add_argument("proof")
-    check.add_argument("--log-key", help="pin the log's public key (ed25519:<base64>)")
-    add_json(check)
 
     log = verb(sub, "log", "list entries, oldest first", "audit log --kind review.edited --newest --limit 20", cmd_log)
     log.add_argument("--kind", help="only this kind (e.g. review.approved)")
@@ -460,36 +408,6 @@ def register(sub: Any) -> None:
         cmd_export,
     )
     export.add_argument("-o", "--output", help="write to this file (default: stdout)")
-
-    point = verb(
-        sub,
-        "checkpoint",
-        "sign the current tree head with the log key, record it on the log, print it",
-        "audit --key signoff-log-key.pem checkpoint -o cp.json   # keep cp.json somewhere else",
-        cmd_checkpoint,
-    )
-    point.add_argument("-o", "--output", help="also write it to this file")
-
-    prove = verb(
-        sub,
-        "prove",
-        "write a self-contained RFC 9162 inclusion proof of one entry under a signed checkpoint",
-        "audit prove 42 -o proof-42.json && audit check-proof proof-42.json",
-        cmd_prove,
-    )
-    prove.add_argument("seq", type=int, help="the entry's seq")
-    prove.add_argument("--size", type=int, help="prove under the stored checkpoint of this size (default: the latest)")
-    prove.add_argument("-o", "--output", help="write the proof to this file (default: stdout)")
-
-    cons = verb(
-        sub,
-        "consistency",
-        "prove the log only grew since a checkpoint you kept (RFC 9162 consistency proof)",
-        "audit consistency cp.json",
-        cmd_consistency,
-    )
-    cons.add_argument("old", help="a checkpoint JSON file you kept")
-    add_json(cons)
 
     migrate = verb(
         sub,

@@ -208,7 +208,19 @@ def cmd_pending(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise UnusableInput(f"--limit: expected 0 or more reviews, found {args.limit}")
     svc = _service(args)
-    reviews = svc.pending(tool=args.tool, limit=args.limit)
+    if args.first or args.last:  # one review: the oldest or the newest
+        total = svc.count_pending(tool=args.tool)
+        if total == 0:
+            raise UnusableInput(
+                f"expected a pending review{' of ' + args.tool if args.tool else ''}, found none (nothing waits)"
+            )
+        reviews = svc.pending(tool=args.tool, limit=1, offset=0 if args.first else total - 1)
+    else:
+        reviews = svc.pending(tool=args.tool, limit=args.limit)
+    if args.id:
+        for r in reviews:
+            print(r.id)
+        return 0
     rows: list[dict[str, Any]] = [
         {
             "review": r.id,
@@ -345,10 +357,14 @@ def register(sub: Any) -> None:
     add_json(reviewers)
 
     pending = verb(
-        sub, "pending", "list open reviews, oldest first", "audit pending --tool 'transfer_money'", cmd_pending
+        sub, "pending", "list open reviews, oldest first", "REVIEW=$(audit pending --first --id)", cmd_pending
     )
     pending.add_argument("--tool", help="only this tool")
     pending.add_argument("--limit", type=int, default=50)
+    one = pending.add_mutually_exclusive_group()
+    one.add_argument("--first", action="store_true", help="only the oldest (exit 2 when nothing waits)")
+    one.add_argument("--last", action="store_true", help="only the newest (exit 2 when nothing waits)")
+    pending.add_argument("--id", action="store_true", help="print only the review ids, one a line (for scripts)")
     add_json(pending)
 
     examples = {

@@ -193,9 +193,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         "origin": store.rules.origin,
         "vkey": c2sp.log_vkey(store.rules.origin, store.public_key),
         "checkpoint": latest.size if latest is not None else None,
+        **cover.to_json(),
         "witnesses": [{"witness": w.name, "url": w.url, "vkey": w.vkey, "cosigned": cover.witnesses.get(w.name)}
                       for w in current.witnesses.values()],
-        **cover.to_json(),
     }  # fmt: skip
 
     def show() -> None:

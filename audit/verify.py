@@ -84,7 +84,7 @@ def _check_checkpoint(seq_size: int, point: Checkpoint, verifier: Verifier, what
         raise VerificationFailed(
             None, f"{what} signature (size {point.size})", "a valid signature by the log key", "an invalid one"
         )
-    if point.log != verifier.log:
+    if point.log and point.log != verifier.log:  # a note names its log by its origin instead (below)
         raise VerificationFailed(None, f"{what} log id", str(verifier.log), point.log)
     if point.note and point.origin != verifier.ring.rules.origin:
         raise VerificationFailed(None, f"{what} origin", verifier.ring.rules.origin, point.origin)
@@ -266,7 +266,8 @@ def _http_fetch(url: str) -> bytes | None:
 
 def _trusted(store: Store, point: Checkpoint, pinned_key: str | None) -> bool:
     key = pinned_key or _first_key(store)
-    return key is not None and point.verify(key) and point.log == store.log_id
+    same_log = point.origin == store.rules.origin if point.note else point.log == store.log_id
+    return key is not None and point.verify(key) and same_log
 
 
 def _first_key(store: Store) -> str | None:
@@ -480,7 +481,23 @@ def verify_tiles(
 
 
 def load_checkpoint(path: Path) -> Checkpoint:
+    """A checkpoint you kept: the note ``audit checkpoint`` printed (or a witness's, or ``/tlog/checkpoint``),
+    or the JSON of ``audit checkpoint --json`` (and of checkpoints made before notes)."""
     try:
-        return Checkpoint.from_json(json.loads(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
+        raise UnusableInput(f"{path}: expected a checkpoint file, found {exc}") from None
+    if not text.lstrip().startswith("{"):
+        from signoff.audit.c2sp_errors import C2SPError
+        from signoff.audit.signed_note import parse_note
+        from signoff.audit.tlog_checkpoint import parse
+
+        try:
+            point = parse(parse_note(text.encode("utf-8")).text)
+        except C2SPError as exc:
+            raise UnusableInput(f"{path}: expected a checkpoint note or JSON, found: {exc}") from None
+        return Checkpoint("", point.size, format_hash(point.root), "", {}, text)
+    try:
+        return Checkpoint.from_json(json.loads(text))
+    except ValueError as exc:
         raise UnusableInput(f"{path}: expected a checkpoint JSON file, found {exc}") from None

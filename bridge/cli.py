@@ -192,6 +192,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
             from prometheus_client import start_http_server
 
             start_http_server(args.metrics_port, addr=args.metrics_host)
+        publishing = _publisher(signoff, args)
         try:
             return asyncio.run(_serve(signoff, runner, actor, args.max_wait, args.once, args.takeover_after))
         except (UsageError, AuditError):
@@ -201,6 +202,30 @@ def cmd_resume(args: argparse.Namespace) -> int:
             if args.verbose:
                 raise
             return 1
+        finally:
+            if publishing is not None:
+                publisher, thread, stop = publishing
+                stop.set()
+                thread.join(10)
+                publisher.close()
+
+
+def _publisher(signoff: Signoff, args: argparse.Namespace) -> Any:
+    """With ``--log-key`` and ``--checkpoint-every``: checkpoints pushed to the log's witnesses on a schedule,
+    in a thread (:class:`signoff.audit.publisher.Publisher`); ``None`` otherwise. With ``--once``: one pass."""
+    if args.checkpoint_every is None:
+        return None
+    if not args.log_key or args.checkpoint_every <= 0:
+        raise UsageError("--checkpoint-every: expected the log key (--log-key FILE) and a number of seconds above 0")
+    from signoff.audit.keys import read_private_key
+    from signoff.audit.publisher import Publisher
+
+    publisher = Publisher(signoff.store, read_private_key(args.log_key))
+    if args.once:
+        publisher.publish_once()
+        publisher.close()
+        return None
+    return (publisher, *publisher.start(args.checkpoint_every))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("--metrics-host", default="127.0.0.1", help="the address for --metrics-port")
     resume.add_argument("--verbose", action="store_true", help="log more, with tracebacks")
+    resume.add_argument("--log-key", help="the log's private key file: lets this process make checkpoints")
+    resume.add_argument(
+        "--checkpoint-every",
+        type=float,
+        metavar="SECONDS",
+        help="with --log-key: make a checkpoint when the log grew and push it to the log's witnesses, this often",
+    )
     resume.set_defaults(run=cmd_resume)
     return parser
 

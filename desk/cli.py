@@ -116,6 +116,23 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     s.add_argument("--secure-cookies", action="store_true", help="always mark cookies Secure (behind a TLS proxy)")
     s.add_argument("--quiet", action="store_true", help="no per-request log lines")
+    s.add_argument(
+        "--checkpoint-every",
+        type=float,
+        metavar="SECONDS",
+        help="with --key: make a checkpoint when the log grew and push it to the log's witnesses, this often",
+    )
+    s.add_argument(
+        "--tlog", action="store_true", help="serve the log as c2sp.org/tlog-tiles under /tlog/ (no sign-in: see README)"
+    )
+    s.add_argument(
+        "--witness",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="a witness the review page's receipt check trusts (repeatable; default: those named on the log)",
+    )
+    s.add_argument("--witness-quorum", type=int, default=1, metavar="K", help="how many of --witness (default 1)")
     if notify:
         notify_cli.add_serve_flags(s)
 
@@ -297,6 +314,10 @@ def cmd_serve(a: argparse.Namespace) -> int:
         allowed_origins=a.allow_origin,
         max_body=a.max_body,
         stalled_after=a.stalled_after,
+        checkpoint_every=a.checkpoint_every,
+        serve_tlog=a.tlog,
+        witnesses=a.witness,
+        witness_quorum=a.witness_quorum,
     )
     desk = app.state.desk
     mode = "signed decisions required" if desk.signed_decisions else "UNSIGNED decisions allowed"

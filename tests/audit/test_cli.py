@@ -117,7 +117,7 @@ def test_prove_writes_a_self_contained_proof_that_check_proof_checks(
     code, _out, err = run(capsys, *s, "prove", "3")
     assert code == 2 and "run `audit checkpoint`" in err  # no checkpoint covers it yet
     kept = tmp_path / "cp.json"
-    assert run(capsys, *s, "--key", str(admin_setup["log_key"]), "checkpoint", "-o", str(kept))[0] == 0
+    assert run(capsys, *s, "--key", str(admin_setup["log_key"]), "checkpoint", "--json", "-o", str(kept))[0] == 0
     proof = tmp_path / "proof.json"
     code, out, _ = run(capsys, *s, "prove", "3", "-o", str(proof))
     assert code == 0 and "proof of entry 3" in out
@@ -227,7 +227,7 @@ def test_unusable_input_exits_2_with_a_message(admin_setup: dict[str, Any], tmp_
         ([*s, "verify", str(wrong_kind)], "another kind of file"),
         ([*s, "verify", str(tmp_path / "absent.jsonl")], "found nothing"),
         ([*s, "verify", "--against", str(not_json)], "expected a checkpoint JSON file"),
-        ([*s, "consistency", str(tmp_path / "absent.json")], "expected a checkpoint JSON file"),
+        ([*s, "consistency", str(tmp_path / "absent.json")], "expected a checkpoint file"),
         (["--store", "mysql://x@y/z", "verify"], "expected sqlite:/// or postgresql://"),
         (["--store", "sqlite:///:memory:", "verify"], "expected a SQLite file"),
         ([*s, "--key", str(tmp_path / "new.pem"), "init", "--admin-key", str(tmp_path / "a2.pem")], "a log already"),
@@ -406,3 +406,69 @@ def test_an_edit_nested_too_deep_names_the_field(admin_setup: dict[str, Any], ca
     )  # fmt: skip
     assert code == 2 and "RecursionError" not in err, err
     assert "memo: expected a value nested at most 32 levels deep" in err
+
+
+def test_checkpoints_are_notes_and_receipts_check_offline(
+    admin_setup: dict[str, Any], tmp_path: Path, capsys: Any
+) -> None:
+    """Issue 18 from a terminal: `audit vkey`, `audit checkpoint` (a C2SP note, kept as a file and used with
+    --against and consistency), and a review's receipt (`prove REVIEW --tlog-proof`, `check-proof`)."""
+    s, key = ["--store", admin_setup["url"]], ["--key", str(admin_setup["log_key"])]
+    reviews = _open_three(admin_setup["url"])
+    code, vkey, _ = run(capsys, *s, "vkey")
+    vkey = vkey.strip()
+    assert code == 0 and vkey.startswith("signoff.invalid/log_") and vkey.count("+") >= 2
+    code, note, _ = run(capsys, *s, *key, "checkpoint", "-o", str(tmp_path / "checkpoint.txt"))
+    assert code == 0 and note.startswith(vkey.split("+")[0] + "\n") and "\n\n\u2014 " in note
+    assert (tmp_path / "checkpoint.txt").read_text() == note
+    code, _out, err = run(capsys, *s, "verify", "--against", str(tmp_path / "checkpoint.txt"))
+    assert code == 0, err
+    code, out, _ = run(capsys, *s, "consistency", str(tmp_path / "checkpoint.txt"), "--json")
+    assert code == 0 and json.loads(out)["old_size"] == int(note.split("\n")[1])
+    code, _out, err = run(capsys, *s, "prove", reviews[0].id, "--tlog-proof")
+    assert code == 2 and "expected a decided review" in err
+    store = open_store(admin_setup["url"])
+    try:
+        svc = ReviewService(store)
+        decided = svc.reject(reviews[0].id, reviewer=ALICE, reason="no", signer=_alice_key(admin_setup))
+        seq = decided.decision_seq
+    finally:
+        store.close()
+    assert run(capsys, *s, *key, "checkpoint")[0] == 0
+    receipt = tmp_path / "r.tlog-proof"
+    code, out, err = run(capsys, *s, "prove", reviews[0].id, "--tlog-proof", "-o", str(receipt))
+    assert code == 0 and f"receipt of entry {seq}" in out, err
+    code, out, err = run(capsys, "check-proof", str(receipt), "--log-vkey", vkey)
+    assert code == 0 and f"entry {seq} (review.rejected of {reviews[0].id}, by {ALICE})" in out, err
+    assert run(capsys, "verify", str(receipt), "--log-vkey", vkey)[0] == 0  # verify takes a receipt too
+    code, _out, err = run(capsys, "check-proof", str(receipt))
+    assert code == 2 and "--log-vkey" in err
+    other = run(capsys, "--store", admin_setup["url"], "vkey")[1].strip().replace("signoff.invalid", "evil.example", 1)
+    code, _out, err = run(capsys, "check-proof", str(receipt), "--log-vkey", other)
+    assert code == 2 and "expected key ID" in err  # a vkey whose name was changed no longer holds
+    lines = receipt.read_bytes().split(b"\n")
+    lines[3] = b"A" * 43 + b"="
+    (tmp_path / "bad.tlog-proof").write_bytes(b"\n".join(lines))
+    code, _out, err = run(capsys, "check-proof", str(tmp_path / "bad.tlog-proof"), "--log-vkey", vkey)
+    assert code == 1 and "TAMPERED" in err
+
+
+def _alice_key(setup: dict[str, Any]) -> Signer:
+    from signoff.audit.keys import read_private_key
+
+    return read_private_key(setup["alice_key"])
+
+
+def test_pending_first_or_last_id_for_scripts(admin_setup: dict[str, Any], capsys: Any) -> None:
+    """Issue 19: the README's `REVIEW=$(… pending --json | python -c '…[0]…')` was an IndexError traceback
+    when nothing waited. `audit pending --first --id` prints one id, or says nothing waits (exit 2)."""
+    s = ["--store", admin_setup["url"]]
+    code, out, err = run(capsys, *s, "pending", "--first", "--id")
+    assert code == 2 and out == "" and "expected a pending review, found none" in err
+    reviews = _open_three(admin_setup["url"])
+    assert run(capsys, *s, "pending", "--first", "--id")[1] == reviews[0].id + "\n"
+    assert run(capsys, *s, "pending", "--last", "--id")[1] == reviews[-1].id + "\n"
+    assert run(capsys, *s, "pending", "--id")[1].split() == [r.id for r in reviews]
+    with pytest.raises(SystemExit) as refused:  # one or the other (argparse's usage error: exit 2)
+        run(capsys, *s, "pending", "--first", "--last")
+    assert refused.value.code == 2

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from auditkit import AGENT, ALICE, Db, Keys, admin_draft, call, key_body
+from auditkit import ADMIN, AGENT, ALICE, Db, Keys, admin_draft, call, key_body
 from c2spkit import NAMES, Witnesses
 
 from signoff.audit import ReviewService, Signer, Store, open_store, witnessing
@@ -297,3 +297,45 @@ def test_a_rolled_back_log_is_named_by_the_witnesses_newest_checkpoints(
         assert "truncation or rollback" in report.failure.rule, report.failure
     finally:
         rolled.close()
+
+
+def test_the_whole_flow_from_a_terminal(
+    store: Store, store_url: str, keys: Keys, key_path: Path, witnesses: Witnesses, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """The admin names the witnesses, the log pushes to them, the auditor verifies against them and mirrors
+    the log as tiles: `audit witness add|quorum|push|status`, `audit verify --witness`, `audit tiles`."""
+    from signoff.audit.cli import main
+
+    admin_key = tmp_path / "admin.pem"
+    keys.write(ADMIN, admin_key)
+    s = ["--store", store_url]
+    for name in NAMES:
+        url, vkey = witnesses.procs[name].url, witnesses.vkey(name)
+        assert main([*s, "witness", "add", url, vkey, "--admin-key", str(admin_key)]) == 0
+    assert main([*s, "witness", "quorum", "2", "--admin-key", str(admin_key)]) == 0
+    _grow(store, keys)
+    capsys.readouterr()
+    assert main([*s, "--key", str(key_path), "witness", "push"]) == 0
+    out = capsys.readouterr().out
+    assert "(made now)" in out and out.count(": cosigned") == 3, out
+    assert main([*s, "witness", "status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["covered"] is not None and status["unwitnessed"] == status["size"] - status["covered"]
+    assert {w["witness"] for w in status["witnesses"]} == set(NAMES)
+    flags = [x for name in NAMES for x in ("--witness", witnesses.vkey(name))]
+    assert main([*s, "verify", *flags, "--quorum", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "witnessed: the checkpoint of size" in out and "cosigned by 3 of the witnesses" in out
+    assert "agrees at size" in out
+    stranger = Cosigner("witness.example.org/stranger", Signer.generate().private).vkey()
+    assert main([*s, "verify", "--witness", stranger, "--quorum", "1"]) == 1
+    assert "expected a stored checkpoint cosigned by 1" in capsys.readouterr().err
+    assert main([*s, "verify", "--witness", "nonsense", "--quorum", "1"]) == 2
+    tiles = tmp_path / "tiles"
+    assert main([*s, "tiles", str(tiles)]) == 0
+    capsys.readouterr()
+    assert main([*s, "vkey"]) == 0
+    vkey = capsys.readouterr().out.strip()
+    assert main(["verify", "--tiles", str(tiles), "--log-vkey", vkey, *flags, "--quorum", "2"]) == 0
+    assert main(["verify", "--tiles", str(tiles), "--log-vkey", vkey, "--witness", stranger, "--quorum", "1"]) == 1

@@ -201,8 +201,9 @@ class Deployment:
         env: dict[str, str] | None = None,
         takeover_after: float | None = None,
         expect_refusal: bool = False,
+        extra: tuple[str, ...] = (),
     ) -> Proc:
-        argv = [str(BIN / "signoff"), "resume", "--agents-dir", str(AGENTS), "--app", "bank.agent:app"]
+        argv = [str(BIN / "signoff"), "resume", "--agents-dir", str(AGENTS), "--app", "bank.agent:app", *extra]
         argv += ["--sessions", self.sessions_uri, "--max-wait", "0.5"]
         if actor:
             argv += ["--actor", actor]
@@ -755,3 +756,23 @@ def test_sidecar_restarted_by_a_supervisor_with_the_database_tampered_postgres(
     pg_deployment: Deployment, tmp_path: Path
 ) -> None:
     _supervised(pg_deployment, tmp_path)
+
+
+def test_the_sidecar_publishes_checkpoints_with_the_log_key(fresh: Callable[..., Deployment], tmp_path: Path) -> None:
+    """`signoff resume --log-key log.key --checkpoint-every S`: the resumer makes the log's C2SP checkpoints
+    (and would push them to its witnesses); without the key the flag is refused."""
+    d = fresh()
+    refused = d.sidecar(once=True, extra=("--checkpoint-every", "1"), expect_refusal=True)
+    refused.proc.wait(TIMEOUT)
+    assert refused.proc.returncode == 2 and "--checkpoint-every: expected the log key" in refused.text()
+    paused = d.pause()
+    d.audit("approve", paused.review)
+    sidecar = d.sidecar(extra=("--log-key", str(tmp_path / "log.key"), "--checkpoint-every", "0.2"))
+    wait_until(lambda: d.executed(paused.review), "the tool to run")
+    wait_until(
+        lambda: (p := d.store.latest_checkpoint()) is not None and p.size > d.reviews.get(paused.review).opened_seq,
+        "a checkpoint made by the sidecar",
+    )
+    sidecar.stop()
+    point = d.store.latest_checkpoint()
+    assert point is not None and point.note.startswith(d.store.rules.origin + "\n")

@@ -290,3 +290,34 @@ class socket_port:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_serve_publishes_checkpoints_and_serves_tiles(log: Log, capsys: pytest.CaptureFixture[str]) -> None:
+    """`desk serve --key log.key --checkpoint-every S --tlog`: a real desk makes C2SP checkpoints on its own
+    and serves them under /tlog/; without the log key the flag is refused (exit 2)."""
+    assert main(["serve", "--store", log.url, "--checkpoint-every", "1", "--quiet"]) == 2
+    assert "--checkpoint-every: expected the log key" in capsys.readouterr().err
+    with socket_port() as port:
+        pass
+    argv = [sys.executable, "-m", "desk", "serve", "--store", log.url, "--key", str(log.key), "--port", str(port),
+            "--checkpoint-every", "0.2", "--tlog", "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/tlog/checkpoint", timeout=0.5)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "no checkpoint served"
+            time.sleep(0.05)
+        origin = open_store(log.url).rules.origin
+        assert r.text.startswith(f"{origin}\n2\n") and r.headers["cache-control"] == "public, max-age=5"
+        assert httpx.get(f"http://127.0.0.1:{port}/tlog/tile/0/000.p/2").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(10)
