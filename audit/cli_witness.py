@@ -16,15 +16,16 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from signoff.audit.c2sp_errors import C2SPVerificationError, KeyFormatError
 from signoff.audit.cli_common import EXIT_CODES, add_json, emit, verb
 from signoff.audit.errors import AuditError, KeyFileError, VerificationFailed
-from signoff.audit.keys import Signer, read_private_key, write_private_key
-from signoff.audit.signed_note import SIG_COSIGNATURE_V1, Verifier, check_key_name, parse_vkey, verifier_from_vkey
-from signoff.audit.tlog_cosignature import Cosigner
-from signoff.audit.witness import Witness, make_server, open_state
+
+if TYPE_CHECKING:  # each verb imports what it needs when it runs, so `audit --help` starts fast
+    from signoff.audit.keys import Signer
+    from signoff.audit.signed_note import Verifier
+    from signoff.audit.tlog_cosignature import Cosigner
 
 __all__ = ["DEFAULT_PORT", "load_cosigner", "main", "register", "vkey_path"]
 
@@ -38,6 +39,10 @@ def vkey_path(key: str | Path) -> Path:
 
 def load_cosigner(key: str | Path) -> Cosigner:
     """The witness's cosigner from ``FILE`` and ``FILE.vkey``, which must hold the same public key."""
+    from signoff.audit.keys import read_private_key
+    from signoff.audit.signed_note import SIG_COSIGNATURE_V1, parse_vkey
+    from signoff.audit.tlog_cosignature import Cosigner
+
     signer = read_private_key(key)
     path = vkey_path(key)
     try:
@@ -54,6 +59,10 @@ def load_cosigner(key: str | Path) -> Cosigner:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
+    from signoff.audit.keys import Signer, write_private_key
+    from signoff.audit.signed_note import check_key_name
+    from signoff.audit.tlog_cosignature import Cosigner
+
     name = check_key_name(args.name)
     signer = Signer.generate()
     cosigner = Cosigner(name, signer.private)
@@ -73,6 +82,8 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _logs(vkeys: Sequence[str]) -> dict[str, list[Verifier]]:
+    from signoff.audit.signed_note import verifier_from_vkey
+
     logs: dict[str, list[Verifier]] = {}
     for text in vkeys:
         verifier = verifier_from_vkey(text)
@@ -81,6 +92,8 @@ def _logs(vkeys: Sequence[str]) -> dict[str, list[Verifier]]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from signoff.audit.witness import Witness, make_server, open_state
+
     cosigner = load_cosigner(args.key)
     if not args.log:
         raise KeyFormatError("--log: expected at least one log vkey, found none")
@@ -145,6 +158,8 @@ def _add_verbs(sub: Any) -> None:
 
 
 def _admin(args: argparse.Namespace) -> Signer:
+    from signoff.audit.keys import read_private_key
+
     if not args.admin_key:
         raise KeyFileError("--admin-key: expected the admin's private key file (or env SIGNOFF_ADMIN_KEY), found none")
     return read_private_key(args.admin_key)
@@ -215,6 +230,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_push(args: argparse.Namespace) -> int:
     from signoff.audit.cli_common import open_existing
+    from signoff.audit.keys import read_private_key
     from signoff.audit.publisher import Publisher
 
     store = open_existing(args)

@@ -188,3 +188,20 @@ def from_json(data: dict[str, Any], raw: bytes) -> Entry:
         raw=raw,
         hash=format_hash(leaf_hash(raw)),
     )
+
+
+def subject_of(body: dict[str, Any]) -> str | None:
+    """What an entry is about, for the subject index: a review, frontier, reviewer or actor; the log's
+    witnesses (``witness:<name>``, ``witness:*`` for the quorum) and each one's cosignatures
+    (``cosigned:<name>``); or a policy (``policy:<name>``). Witnesses and policies are ranges of the index."""
+    for name in ("review", "frontier", "reviewer", "actor"):
+        value = body.get(name)
+        if isinstance(value, str):
+            return value
+    witness = body.get("witness")
+    if isinstance(witness, str):  # an admin's witness.added / witness.removed; a witness's log.cosigned
+        return f"{'cosigned' if 'cosignature' in body else 'witness'}:{witness}"
+    if isinstance(body.get("quorum"), int):  # witness.quorum: in the witnesses' range of the index
+        return "witness:*"
+    policy = body.get("policy")
+    return f"policy:{policy}" if isinstance(policy, str) else None

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.audit.decided import review_from_entries
-from signoff.audit.entry import Entry
+from signoff.audit.entry import Entry, subject_of
 from signoff.audit.errors import AuditError, UnknownFrontier
 from signoff.audit.reader import parse_entry
 from signoff.audit.review_types import Review
-from signoff.audit.tx import subject_of
 
 Rows = Callable[..., list[Any]]
 """``rows(sql, *params)``: driver-level SQL with ``?`` placeholders (``Tx.rows`` or ``Store.read_rows``)."""

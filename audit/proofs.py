@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from signoff.audit import merkle, tlog_proof
 from signoff.audit.c2sp_errors import C2SPFormatError
@@ -21,7 +21,10 @@ from signoff.audit.errors import StoreError, UnusableInput
 from signoff.audit.merkle import ProofError
 from signoff.audit.signed_note import verifier_from_vkey
 from signoff.audit.tlog_proof import TlogProof
-from signoff.audit.tree import Checkpoint, LogTree
+from signoff.audit.tree_head import Checkpoint
+
+if TYPE_CHECKING:  # the store's tree; checking a proof needs no database code
+    from signoff.audit.tree import LogTree
 
 KIND = "signoff.inclusion-proof"
 

@@ -33,7 +33,7 @@ from signoff.audit.c2sp_errors import C2SPError, WitnessError
 from signoff.audit.errors import AuditError
 from signoff.audit.keys import Signer
 from signoff.audit.store import Store
-from signoff.audit.tree import Checkpoint
+from signoff.audit.tree_head import Checkpoint
 
 log = logging.getLogger("signoff.audit.publisher")
 FIRST_BACKOFF = 1.0

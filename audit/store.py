@@ -31,17 +31,18 @@ from signoff.audit import c2sp, merkle, schema_version
 from signoff.audit import entry as entries
 from signoff.audit.canonical import check
 from signoff.audit.driver import SQL, dbapi_cursor, fetch, notify_channel, safe_url, sqlite_engine
-from signoff.audit.entry import Entry, format_hash, format_time, parse_hash
+from signoff.audit.entry import Entry, format_hash, format_time, parse_hash, subject_of
 from signoff.audit.errors import AppendConflict, InvalidEntry, LogExists, LogNotFound, StoreError
 from signoff.audit.group_commit import GroupCommit, Request
 from signoff.audit.keys import Signer, read_private_key, write_private_key
 from signoff.audit.notify import ChangeFeed, sqlite_watcher
 from signoff.audit.reader import READ_CHUNK, LogInfo, parse_entry
 from signoff.audit.tables import CheckpointRow, KeyRow, LogRow
-from signoff.audit.tree import Checkpoint, LogTree
+from signoff.audit.tree import LogTree
+from signoff.audit.tree_head import Checkpoint
 from signoff.audit.trust import LogRules, check_origin, configured_body
 from signoff.audit.trust import statement as trust_statement
-from signoff.audit.tx import Tx, subject_of
+from signoff.audit.tx import Tx
 
 __all__ = [
     "READ_CHUNK",

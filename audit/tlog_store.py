@@ -26,7 +26,8 @@ from signoff.audit.tlog_tiles import (
     encode_bundle,
     write_tiles,
 )
-from signoff.audit.tree import Checkpoint, LogTree
+from signoff.audit.tree import LogTree
+from signoff.audit.tree_head import Checkpoint
 
 CHECKPOINT_TYPE = "text/plain; charset=utf-8"
 TILE_TYPE = "application/octet-stream"

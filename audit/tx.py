@@ -17,7 +17,7 @@ from sqlalchemy import Connection, insert
 from signoff.audit import entry as entries
 from signoff.audit import merkle, trust
 from signoff.audit.driver import dbapi_cursor, fetch
-from signoff.audit.entry import Entry, format_time, parse_hash
+from signoff.audit.entry import Entry, format_time, parse_hash, subject_of
 from signoff.audit.errors import InvalidEntry, NotAllowed
 from signoff.audit.keys import Signer
 from signoff.audit.reader import LogReader, parse_entry
@@ -229,20 +229,3 @@ class Tx:
         entry = self.append(actor, "key.revoked", body, self.signature(actor, "key.revoked", body, None, signer))
         self.rows(_REVOKE_KEY, self.log, owner, fingerprint)
         return entry
-
-
-def subject_of(body: dict[str, Any]) -> str | None:
-    """What an entry is about, for the subject index: a review, frontier, reviewer or actor; the log's
-    witnesses (``witness:<name>``, ``witness:*`` for the quorum) and each one's cosignatures
-    (``cosigned:<name>``); or a policy (``policy:<name>``). Witnesses and policies are ranges of the index."""
-    for name in ("review", "frontier", "reviewer", "actor"):
-        value = body.get(name)
-        if isinstance(value, str):
-            return value
-    witness = body.get("witness")
-    if isinstance(witness, str):  # an admin's witness.added / witness.removed; a witness's log.cosigned
-        return f"{'cosigned' if 'cosignature' in body else 'witness'}:{witness}"
-    if isinstance(body.get("quorum"), int):  # witness.quorum: in the witnesses' range of the index
-        return "witness:*"
-    policy = body.get("policy")
-    return f"policy:{policy}" if isinstance(policy, str) else None

@@ -20,10 +20,9 @@ import orjson
 from signoff.audit import c2sp, merkle, policies, rules, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
-from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash
+from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash, subject_of
 from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
-from signoff.audit.tx import subject_of
 
 
 @dataclass

@@ -17,25 +17,22 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from sqlalchemy import select
-from sqlmodel import col
+from typing import TYPE_CHECKING, Any
 
 from signoff.audit import merkle, rules, verify_parallel
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import format_hash
 from signoff.audit.errors import AuditError, UnusableInput, VerificationFailed
-from signoff.audit.store import Store
-from signoff.audit.tables import FrontierRow, ReviewRow
 from signoff.audit.tlog_cosignature import CosignatureVerifier
-from signoff.audit.tree import Checkpoint
+from signoff.audit.tree_head import Checkpoint
 from signoff.audit.trust import ENROLMENT as TRUST_KINDS
 from signoff.audit.trust import WITNESS_KINDS
 from signoff.audit.verifier import ReviewFacts, Verifier
 from signoff.audit.verify_parallel import env_jobs, verify_rows
-from signoff.audit.verify_projection import ProjectionMismatch, check_projection
 from signoff.audit.verify_witnesses import Witnessed, check_online, newest_cosigned
+
+if TYPE_CHECKING:  # verifying a file or a proof imports no database code; a store brings its own
+    from signoff.audit.store import Store
 
 Progress = Callable[[int], None]
 
@@ -171,6 +168,8 @@ def verify_store(
     (:func:`verify_stream`; default ``SIGNOFF_VERIFY_JOBS``, else 1); a log of fewer than
     :data:`~.verify_parallel.MIN_PARALLEL` entries to check is checked in this process.
     """
+    from signoff.audit.verify_projection import ProjectionMismatch, check_projection
+
     try:
         info = store.info()
     except AuditError as exc:
@@ -287,6 +286,11 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
     ``prev``. Review state for entries after the checkpoint comes from the projection's
     record of the prefix; reviewers and keys from their enrolment entries.
     """
+    from sqlalchemy import select
+    from sqlmodel import col
+
+    from signoff.audit.tables import FrontierRow, ReviewRow
+
     size = point.size
     with store.read_engine.connect() as conn:
         nodes = store._range_hashes(conn, [(s, e) for s, e in _compact_ranges(size)])

@@ -8,7 +8,8 @@ an auditor checks it with nothing but the log, as WebAuthn Level 3 §7.2 "Verify
 Authentication Assertion" does (steps that need the server's session state, such as a
 server-chosen challenge or the sign counter, do not apply: the challenge is the statement).
 
-Pure: bytes in, :class:`SignatureError` out. COSE keys and CBOR through ``fido2``.
+Pure: bytes in, :class:`SignatureError` out. COSE keys and CBOR through ``fido2``, imported when a
+passkey is first checked.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
-from fido2 import cbor
-from fido2.cose import CoseKey, UnsupportedKey
-from fido2.rpid import verify_rp_id
-from fido2.webauthn import AuthenticatorData
 
 from signoff.audit.errors import AuditError
+
+if TYPE_CHECKING:  # fido2 loads when a passkey is checked, so logs without passkeys verify without it
+    from fido2.cose import CoseKey
 
 ALG = "WebAuthn"
 KEY_PREFIX = "webauthn:"
@@ -75,6 +75,9 @@ class Passkey:
         return COSE_ALGORITHMS.get(int(self.key().ALGORITHM or 0), "unsupported")
 
     def key(self) -> CoseKey:
+        from fido2 import cbor
+        from fido2.cose import CoseKey, UnsupportedKey
+
         try:
             decoded = cbor.decode(self.cose)
         except Exception as exc:  # noqa: BLE001 - any CBOR failure means: not a COSE key
@@ -123,6 +126,9 @@ def verify_assertion(passkey: Passkey, sig: Mapping[str, Any], statement: bytes)
 
     Raises :class:`SignatureError` naming the failed step; returns quietly when it holds.
     """
+    from fido2.rpid import verify_rp_id
+    from fido2.webauthn import AuthenticatorData
+
     if sig.get("alg") != ALG:
         raise SignatureError(f"sig.alg: expected {ALG!r}, found {sig.get('alg')!r}")
     if sig.get("key") != passkey.fingerprint:

@@ -56,6 +56,12 @@ def test_audit_starts_without_a_database_or_passkey_library(code: str) -> None:
     assert not loaded(code) & set(AUDIT_HEAVY)
 
 
+def test_audit_help_loads_no_crypto_or_http_server() -> None:
+    """``audit --help`` names every verb, ``witness serve`` too, and loads none of their libraries:
+    no cryptography or PyNaCl (keys, notes), no http.server (the witness)."""
+    assert not loaded(help_of("signoff.audit.cli", "--help")) & {"cryptography", "nacl", "http"}
+
+
 @pytest.mark.parametrize(
     "code",
     [
@@ -69,6 +75,24 @@ def test_audit_starts_without_a_database_or_passkey_library(code: str) -> None:
 )
 def test_desk_starts_without_fastapi_uvicorn_or_sqlalchemy(code: str) -> None:
     assert not loaded(code) & set(DESK_HEAVY)
+
+
+def test_audit_verify_of_an_export_loads_no_database_or_passkey_library(tmp_path: Path) -> None:
+    """``audit verify FILE`` checks an export offline: it needs canonical JSON, hashes, the tree, keys and
+    the rules, and none of the store's libraries (nor fido2, when no passkey signed in it). The verb
+    still verifies: it prints ``ok`` for the export and exits 0."""
+    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    try:
+        from cli_bench import make_store
+    finally:
+        sys.path.pop(0)
+    _url, export = make_store(tmp_path)
+    code = (
+        "import contextlib, io\nfrom signoff.audit.cli import main\nout = io.StringIO()\n"
+        f"with contextlib.redirect_stdout(out):\n    rc = main(['verify', {str(export)!r}])\n"
+        "assert rc == 0 and out.getvalue().startswith('ok: log '), (rc, out.getvalue())"
+    )
+    assert not loaded(code) & set(AUDIT_HEAVY)
 
 
 def test_audit_witness_needs_no_http_client_and_desk_notify_loads_when_named() -> None:

@@ -31,12 +31,18 @@ if str(ROOT) not in sys.path:  # when pytest is not run as ``python -m pytest``
 
 from signoff.audit import merkle  # noqa: E402
 from signoff.audit.canonical import canonical, digest  # noqa: E402
-from signoff.audit.entry import Entry, build, format_hash, format_time, statement  # noqa: E402
+from signoff.audit.entry import (  # noqa: E402
+    Entry,
+    build,
+    format_hash,
+    format_time,
+    statement,
+    subject_of,  # noqa: E402
+)
 from signoff.audit.keys import Signer, read_private_key, write_private_key  # noqa: E402
 from signoff.audit.reviews import CallSpec  # noqa: E402
 from signoff.audit.store import default_admin_key  # noqa: E402
 from signoff.audit.trust import statement as trust_statement  # noqa: E402
-from signoff.audit.tx import subject_of  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PG_BASE = os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -719,7 +725,7 @@ def legacy_checkpoint(store: Any, signer: Signer) -> Any:
     from signoff.audit.canonical import canonical
     from signoff.audit.entry import format_hash
     from signoff.audit.tables import CheckpointRow
-    from signoff.audit.tree import Checkpoint
+    from signoff.audit.tree_head import Checkpoint
 
     def work(tx: Any) -> Any:
         root = format_hash(tx.compact.root())
