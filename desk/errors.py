@@ -35,11 +35,25 @@ SIGNATURE_REFUSED = (
 )
 
 
+MISMATCH = "What you saw differs from the record. Nothing was recorded. This may be tampering: tell your administrator."
+"""A passkey signed a statement other than the one the server built from its own copy of the review."""
+_CHALLENGE = "sig.client_data.challenge:"  # audit.webauthn.verify_assertion, WebAuthn §7.2 step 12
+
+
+def statement_mismatch(exc: Exception) -> bool:
+    """Whether a decision was refused because the person's passkey signed a statement whose SHA-256 is not
+    the challenge of the statement the server built (``audit.webauthn``: the page and the server's copy of
+    the review differ). Retrying the same page fails the same way; only reloading it can help."""
+    return isinstance(exc, E.NotAllowed) and str(exc).startswith(_CHALLENGE)
+
+
 def signature_problem(exc: Exception) -> str | None:
     """The summary for a refused or missing signature (``audit.trust`` names the ``sig`` field first)."""
     if not isinstance(exc, E.NotAllowed):
         return None
     text = str(exc)
+    if statement_mismatch(exc):
+        return MISMATCH
     if text.startswith("sig:") and "found none" in text:
         return UNSIGNED
     if text.startswith("sig"):

@@ -9,6 +9,9 @@
   at most); -1 when the store cannot say.
 - ``signoff_projection_alarms`` (gauge, by kind): times this process found a projection row that
   disagrees with the log (``signoff.audit.log_state.alarm``); the log decided each time.
+- ``signoff_signature_mismatches_total`` (counter, by decision kind): decisions refused because the person's
+  passkey signed what their page showed and the server's copy of the review says otherwise (the
+  WebAuthn challenge is not the SHA-256 of the statement the server built): possible tampering.
 """
 
 from __future__ import annotations
@@ -44,6 +47,14 @@ class Metrics:
         )
         for kind in ("approved", "edited", "rejected"):
             self.decisions.labels(kind=kind)  # present at 0 from the start
+        self.mismatches = Counter(
+            "signoff_signature_mismatches",
+            "Decisions refused because the signed page and the server's copy of the review differ, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ("approved", "edited", "rejected"):
+            self.mismatches.labels(kind=kind)
         self.latency = Histogram(
             "signoff_decision_latency_seconds",
             "Time from a review's opening to its decision.",
@@ -61,6 +72,9 @@ class Metrics:
         self.decisions.labels(kind=kind).inc()
         if seconds is not None and seconds >= 0:
             self.latency.observe(seconds)
+
+    def mismatch(self, kind: str) -> None:
+        self.mismatches.labels(kind=kind).inc()
 
     def request(self, seconds: float) -> None:
         self.http.observe(seconds)

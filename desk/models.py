@@ -36,6 +36,7 @@ class KeyArgPublic(BaseModel):
     name: str
     text: str = Field(description="the value as a person reads it, cut for a list")
     full: str = Field(description="the value as a person reads it")
+    was: str = Field("", description="the agent's proposed value, when a reviewer changed this argument")
 
 
 class SummaryPublic(BaseModel):
@@ -46,6 +47,9 @@ class SummaryPublic(BaseModel):
     question: str = Field(description="the tool's own question (its hint), empty for ADK's protocol text")
     key_args: list[KeyArgPublic]
     more: int = Field(description="arguments not among key_args")
+    changed: bool = Field(
+        False, description="a reviewer changed the arguments: the summary reads as what will run (or runs)"
+    )
 
     @classmethod
     def of(cls, s: Any) -> SummaryPublic:
@@ -105,14 +109,20 @@ class ReviewPublic(BaseModel):
         None, description="the role the review was handed to (review.escalated); it may decide too"
     )
     claim: ClaimPublic | None = Field(None, description="who is on it, while the claim holds; null once it lapsed")
+    row_disagrees: str = Field(
+        "",
+        description="in a list of pending reviews: what the review's projection row says other than the log "
+        "(every value here is the log's; the row raised a projection alarm), empty when they agree",
+    )
 
     @classmethod
-    def of(cls, r: Any, summary: Any = None) -> ReviewPublic:
+    def of(cls, r: Any, summary: Any = None, disagrees: str = "") -> ReviewPublic:
         from signoff.desk import summary as summaries
 
         c = r.call
         return cls(
-            summary=SummaryPublic.of(summary if summary is not None else summaries.of_call(c)),
+            summary=SummaryPublic.of(summary if summary is not None else summaries.of_review(r)),
+            row_disagrees=disagrees,
             id=r.id,
             frontier=r.frontier,
             status=r.status,

@@ -98,6 +98,22 @@ def bare(value: str | None) -> str:
     return (value or "").removeprefix("sha256:")
 
 
+def middle(value: str | None, n: int = 16) -> str:
+    """An id cut to about ``n`` characters, keeping its start and its end (ids of one app often share a
+    prefix, "demo-4242-1-63849", or differ at the start, a UUID): "demo-4…1-63849"."""
+    text = value or ""
+    if len(text) <= n:
+        return text
+    tail = (n - 1) // 2
+    return text[: n - 1 - tail] + "…" + text[-tail:]
+
+
+def pointer(path: Any) -> str:
+    """An RFC 6901 JSON pointer as a person reads it: "/amount" → "amount", "/to/0" → "to › 0"."""
+    parts = str(path or "").split("/")[1:]
+    return " › ".join(p.replace("~1", "/").replace("~0", "~") for p in parts) or "(the whole value)"
+
+
 FILTERS: dict[str, Any] = {
     "pretty": pretty,
     "iso": iso,
@@ -110,5 +126,7 @@ FILTERS: dict[str, Any] = {
     "who": who,
     "cut": cut,
     "bare": bare,
+    "pointer": pointer,
+    "middle": middle,
     "number": summary.number,
 }

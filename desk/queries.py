@@ -9,6 +9,13 @@ whatever their args weigh.
 What happened after a decision (the run resumed, the tool ran and its result's preview, the
 agent's next words) is read from the log entries themselves, in a few batched reads per page
 (:func:`outcomes`).
+
+The queue shows only what the log says (DESIGN.md "Decide from the log"): the projection picks and
+orders one page of pending reviews, then each is read from its own entries, one batched read of the
+subject index per page (:func:`from_log`). The call (tool, args, agent, hint, schema), the round a
+reviewer's edit started, the approvals, claim and escalation all come from there; a row that says
+otherwise is marked (:attr:`Listed.disagrees`) and raises a projection alarm
+(:func:`signoff.audit.log_state.alarm`, the ``signoff_projection_alarms`` metric).
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
+from signoff.audit.decided import review_from_entries
+from signoff.audit.errors import UnknownReview
+from signoff.audit.log_state import alarm
 from signoff.audit.reader import parse_entry
 from signoff.audit.review_types import Review, review_from_row
 from signoff.audit.tables import EntryRow, FrontierRow, ReviewRow
-from signoff.desk import quorum
 from signoff.desk import summary as summaries
 
 SORTS = ("oldest", "deadline")
@@ -42,6 +51,8 @@ class Listed:
     review: Review
     summary: summaries.Summary
     executed_seq: int | None = None
+    disagrees: str = ""  # what the projection row says other than the log (the log's values are shown)
+    unlogged: bool = False  # the row names a review the log does not have: nothing of it is shown
 
     @property
     def id(self) -> str:
@@ -88,8 +99,81 @@ def _listed(rows: Iterable[Any], resumed: dict[str, bool] | None = None) -> list
     out = []
     for row in rows:
         review = review_from_row(row, (resumed or {}).get(row.frontier, False))
-        # A pending review someone edited toward a quorum reads as what its current round approves.
-        out.append(Listed(review, summaries.of_call(quorum.round_call(review)), row.executed_seq))
+        # A review a reviewer changed reads as what will run (a pending round's args, an edit's), the proposal beside.
+        out.append(Listed(review, summaries.of_review(review), row.executed_seq))
+    return out
+
+
+UNLOGGED = "This row names a review the log does not have; nothing to review. Tell your administrator."
+
+# What a queue row shows, compared between the projection row and the log (the row's columns the
+# filters use are compared with the log's call too).
+_SHOWN = ("status", "frontier", "call", "args_digest", "policy", "deadline", "opened_seq", "round", "round_args",
+          "approvals", "claim", "escalated_role")  # fmt: skip
+
+
+def _differ(row: Any, projected: Review, logged: Review) -> list[str]:
+    """The fields a queue row shows in which the projection row says other than the log."""
+    names = [n for n in _SHOWN if getattr(projected, n) != getattr(logged, n)]
+    for column, value in (("tool", logged.call.tool), ("agent", logged.call.agent), ("session", logged.call.session)):
+        if getattr(row, column, value) != value:
+            names.append(column)
+    return names
+
+
+def own_entries(store: Any, ids: Sequence[str]) -> dict[str, list[Any]]:
+    """Each review's own entries (oldest first), in one read of the subject index, each bound to its
+    review by its own body (as :func:`signoff.audit.decided.read_review` binds them)."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    # ``log || ''`` and no ORDER BY (sorted here): the planner seeks the subject index for each id, rather than
+    # walking the (log, seq) key through the whole log.
+    query = select(col(EntryRow.raw)).where(
+        col(EntryRow.subject).in_(sorted(wanted)), col(EntryRow.log).concat("") == store.log_id
+    )
+    own: dict[str, list[Any]] = {}
+    with store.read_engine.connect() as conn:
+        for (raw,) in conn.execute(query):
+            entry = parse_entry(bytes(raw))
+            found = entry.body.get("review")
+            if isinstance(found, str) and found in wanted:
+                own.setdefault(found, []).append(entry)
+    for entries in own.values():
+        entries.sort(key=lambda e: e.seq)
+    return own
+
+
+def logged_reviews(store: Any, ids: Sequence[str]) -> dict[str, Review]:
+    """The reviews ``ids`` as their own log entries tell them (:func:`own_entries`); one the log does not
+    have is missing from the answer. The frontier's resume is not read: for reviews still open."""
+    out = {}
+    for rid, entries in own_entries(store, ids).items():
+        try:
+            out[rid] = review_from_entries(rid, entries, False)
+        except (UnknownReview, KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def from_log(store: Any, rows: Sequence[Any]) -> list[Listed]:
+    """The pending reviews of ``rows`` (projection rows, in the page's order) as the log tells them
+    (:func:`logged_reviews`). A row that disagrees with the log is marked and raises an alarm; one whose
+    review is not on the log is listed as such, with none of its values."""
+    logged = logged_reviews(store, [str(row.id) for row in rows])
+    out = []
+    for row in rows:
+        projected = review_from_row(row, False)
+        review = logged.get(str(row.id))
+        if review is None:
+            alarm("review row", f"review {row.id}: a pending row in the queue, no review.opened on the log")
+            out.append(Listed(projected, summaries.summarize("", {}), row.executed_seq, UNLOGGED, unlogged=True))
+            continue
+        differ = _differ(row, projected, review)
+        if differ:
+            alarm("review row", f"review {row.id}: the queue row says other than the log about {', '.join(differ)}")
+        note = f"the row's {', '.join(differ)} differ from the log" if differ else ""
+        out.append(Listed(review, summaries.of_review(review), row.executed_seq, note))
     return out
 
 
@@ -163,7 +247,7 @@ def pending(
                 select(ReviewRow).where(*where).order_by(col(ReviewRow.opened_seq)).limit(limit).offset(offset)
             )
             rows = list(conn.execute(query).all())
-    return _listed(rows), total
+    return from_log(store, rows), total
 
 
 def frontiers(store: Any, ids: Iterable[str]) -> dict[str, FrontierInfo]:
@@ -457,7 +541,10 @@ __all__ = [
     "Outcome",
     "decided",
     "distinct",
+    "from_log",
     "frontiers",
+    "logged_reviews",
+    "own_entries",
     "grouped",
     "outcome_of",
     "outcomes",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -132,13 +132,6 @@ def round_args(review: Any) -> dict[str, Any]:
     return dict(found) if review.status == "pending" and found is not None else dict(review.call.args)
 
 
-def round_call(review: Any) -> Any:
-    """The review's call with the args the current round approves (for its plain-words summary)."""
-    if review.status != "pending" or not getattr(review, "round", 0) or getattr(review, "round_args", None) is None:
-        return review.call
-    return replace(review.call, args=dict(review.round_args))
-
-
 def editor(review: Any) -> str | None:
     """Who made the edit that started the current round (their approval is the round's first)."""
     if not getattr(review, "round", 0) or not getattr(review, "approvals", ()):
@@ -191,6 +184,5 @@ __all__ = [
     "may_approve",
     "progress",
     "round_args",
-    "round_call",
     "signed_round",
 ]

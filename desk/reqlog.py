@@ -1,5 +1,9 @@
 """Structured request logs: one JSON object per line on the ``desk.access`` logger, plus
-security headers on every response. A pure ASGI middleware, so SSE streams pass through."""
+security headers on every response. A pure ASGI middleware, so SSE streams pass through.
+
+Warnings for the operator (:func:`warn`, such as a decision whose signed page and the server's copy of
+the review differ) are JSON lines too, on the ``desk.alert`` logger, at WARNING: they reach stderr even
+under ``--quiet`` (which only silences the per-request lines)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import Any
 from signoff.desk.metrics import Metrics
 
 log = logging.getLogger("desk.access")
+alerts = logging.getLogger("desk.alert")
 
 SECURITY_HEADERS = [
     (
@@ -32,6 +37,27 @@ def setup_logging(level: int = logging.INFO) -> None:
         log.addHandler(h)
         log.setLevel(level)
         log.propagate = False
+
+
+class _Stderr(logging.StreamHandler):
+    """Lines to whatever ``sys.stderr`` is when each is written (a test that captures it sees them)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+if not alerts.handlers:  # the operator's warnings: JSON lines on stderr, whatever else logs where
+    alerts.addHandler(_Stderr(sys.stderr))
+    alerts.setLevel(logging.WARNING)
+    alerts.propagate = False
+
+
+def warn(event: str, **fields: Any) -> None:
+    """One JSON line for the operator on ``desk.alert`` at WARNING: ``{"ts", "level", "event", …fields}``.
+    Always written to stderr (``--quiet`` silences the per-request lines only)."""
+    line = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": "warning", "event": event, **fields}
+    alerts.warning(json.dumps(line, ensure_ascii=False, default=str))
 
 
 class AccessLog:

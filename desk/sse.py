@@ -36,10 +36,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-from sqlmodel import col
-
-from signoff.audit.tables import ReviewRow
+from signoff.audit.entry import format_time
+from signoff.desk import queries
 from signoff.desk import summary as summaries
 from signoff.desk.scope import Scope, ToolRoles, entry_subject_ids
 
@@ -65,7 +63,7 @@ TIME = 32  # characters of a log time ("2026-11-30T14:00:00.123456Z")
 
 def quorum_decision(entry: Any) -> bool:
     """An approval or edit on a review that needs several people (its body names the ``round``): whether it
-    decided the review depends on the approvals before it, which the review's projection row tells."""
+    decided the review depends on the approvals before it, which the review's own entries tell."""
     return entry.kind in QUORUM_KINDS and "round" in (entry.body or {})
 
 
@@ -76,20 +74,18 @@ def _needed(data: dict[str, Any]) -> int:
         return 1
 
 
-def _round_approvers(data: dict[str, Any], seq: int) -> list[str] | None:
+def _round_approvers(review: Any, seq: int) -> list[str] | None:
     """Who had approved the round of the decision at ``seq`` once it was written (it first, after an edit);
-    None when the row has moved on to a later round (later events say the rest)."""
-    listed = (data.get("progress") or {}).get("approvals") or data.get("approvals") or []
-    seqs = [a.get("seq") for a in listed if isinstance(a, dict)]
-    if seq not in seqs:
+    None when the review has moved on to a later round (later events say the rest)."""
+    listed = list(getattr(review, "approvals", ()) or ())
+    if seq not in [s for _by, s in listed]:
         return None
-    return [str(a.get("by")) for a in listed if isinstance(a, dict) and int(a.get("seq", -1)) <= seq]
+    return [str(by) for by, s in listed if int(s) <= seq]
 
 
-def _approval_event(entry: Any, row: Any) -> dict[str, Any]:
-    """A quorum's approval (or edit) that left the review open."""
+def _approval_event(entry: Any, review: Any) -> dict[str, Any]:
+    """A quorum's approval (or edit) that left the review open; ``review`` as the log tells it now."""
     body = entry.body or {}
-    data = json.loads(row.data) if row is not None else {}
     edited = entry.kind == "review.edited"
     try:
         round_ = int(body.get("round", 0)) + (1 if edited else 0)  # an edit opens the next round
@@ -102,43 +98,43 @@ def _approval_event(entry: Any, row: Any) -> dict[str, Any]:
         "actor": entry.actor,
         "kind": CLOSING_KINDS[entry.kind],
         "round": round_,
-        "needed": _needed(data) if row is not None else None,
-        "approvals": _round_approvers(data, entry.seq),
+        "needed": int(review.approvals_needed) if review is not None else None,
+        "approvals": _round_approvers(review, entry.seq) if review is not None else None,
     }
-    progress = data.get("progress") or {}
-    if edited and isinstance(progress.get("args"), dict) and int(progress.get("round", 0)) == round_:
-        call = {**(data.get("call") or {}), "args": progress["args"]}  # the queue row reads as the new round
-        found = summaries.of_call_json(call)
-        ev["headline"], ev["lead"] = found.headline, found.lead
+    if edited and review is not None and review.status == "pending" and int(review.round) == round_:
+        found = summaries.of_review(review)  # the queue row reads as the new round, the proposal struck beside it
+        ev["headline"], ev["lead"], ev["lead_parts"] = found.headline, found.lead, found.to_json()["lead_parts"]
     return ev
 
 
-def _escalated_event(entry: Any, row: Any) -> dict[str, Any]:
-    """An escalation, with what a queue needs to list the review for a reader new to it."""
+def _escalated_event(entry: Any, review: Any) -> dict[str, Any]:
+    """An escalation, with what a queue needs to list the review for a reader new to it (from the log)."""
     body = entry.body or {}
     role = str(body.get("role") or "")[:SHORT]
     ev: dict[str, Any] = {"type": "escalated", "seq": entry.seq, "review": body.get("review"), "role": role}
-    if row is not None:
-        data = json.loads(row.data)
-        call = data.get("call") or {}
+    if review is not None:
+        call = review.call
         ev.update(
             {
-                "frontier": row.frontier,
-                "tool": call.get("tool", ""),
-                "agent": call.get("agent", ""),
-                "opened_at": row.opened_at,
-                "deadline": row.deadline,
-                "needed": _needed(data),
-                **summaries.of_call_json(call).to_json(),
+                "frontier": review.frontier,
+                "tool": call.tool,
+                "agent": call.agent,
+                "session": str(call.session)[:SHORT],
+                "opened_at": format_time(review.opened_at),
+                "deadline": format_time(review.deadline) if review.deadline is not None else None,
+                "needed": int(review.approvals_needed),
+                **summaries.of_review(review).to_json(),
             }
         )
     return ev
 
 
-def event_of(entry: Any, row: Any = None) -> dict[str, Any] | None:
-    """The event a browser gets for one log entry (ids, short strings and the bounded previews). ``row`` is
-    the review's projection row, read after the entry committed: it says whether an approval toward a
-    quorum decided the review (then ``closed``, else ``approval``), and what an escalated review is."""
+def event_of(entry: Any, review: Any = None) -> dict[str, Any] | None:
+    """The event a browser gets for one log entry (ids, short strings and the bounded previews). ``review``
+    is the review as its own log entries tell it, read after the entry committed (never its projection
+    row, DESIGN.md "Decide from the log"): it says whether an approval toward a quorum decided the review
+    (then ``closed``, else ``approval``), what the round's args are after an edit, and what an escalated
+    review is."""
     body = entry.body or {}
     if entry.kind == "review.opened":
         call = body.get("call") or {}
@@ -149,13 +145,14 @@ def event_of(entry: Any, row: Any = None) -> dict[str, Any] | None:
             "frontier": body.get("frontier"),
             "tool": call.get("tool", ""),
             "agent": call.get("agent", ""),
+            "session": str(call.get("session") or "")[:SHORT],
             "opened_at": entry.at,
             "deadline": body.get("deadline"),
             "needed": _needed(body),
             **summaries.of_call_json(call).to_json(),
         }
-    if quorum_decision(entry) and (row is None or row.decided_seq != entry.seq):
-        return _approval_event(entry, row)
+    if quorum_decision(entry) and (review is None or review.decision_seq != entry.seq):
+        return _approval_event(entry, review)
     if entry.kind == "review.claimed":
         return {
             "type": "claimed",
@@ -165,7 +162,7 @@ def event_of(entry: Any, row: Any = None) -> dict[str, Any] | None:
             "until": str(body.get("until") or "")[:TIME],
         }
     if entry.kind == "review.escalated":
-        return _escalated_event(entry, row)
+        return _escalated_event(entry, review)
     if entry.kind in CLOSING_KINDS:
         return {
             "type": "closed",
@@ -309,32 +306,22 @@ class Broker:
             return {**ev, "new": True}
         return ev
 
-    def _rows(self, entries: list[Any]) -> dict[str, Any]:
-        """The projection rows of the reviews whose events need them (quorum decisions, escalations)."""
+    def _reviews(self, entries: list[Any]) -> dict[str, Any]:
+        """The reviews whose events need more than their entry (quorum decisions, escalations), as their own
+        log entries tell them: one read of the subject index (desk/queries.py ``logged_reviews``)."""
         ids = list(
             dict.fromkeys(
                 str((e.body or {}).get("review")) for e in entries if quorum_decision(e) or e.kind == "review.escalated"
             )
         )
-        if not ids:
-            return {}
-        query = select(
-            col(ReviewRow.id),
-            col(ReviewRow.decided_seq),
-            col(ReviewRow.frontier),
-            col(ReviewRow.opened_at),
-            col(ReviewRow.deadline),
-            col(ReviewRow.data),
-        ).where(col(ReviewRow.log) == self.store.log_id, col(ReviewRow.id).in_(ids))
-        with self.store.read_engine.connect() as conn:
-            return {str(row.id): row for row in conn.execute(query)}
+        return queries.logged_reviews(self.store, ids) if ids else {}
 
     def _events(self, entries: list[Any], *, end_streams: bool) -> list[Event]:
         """Each entry's event, with the (tool, roles) of the reviews it is about (None: about none)."""
         events: list[Event] = []
         reviews = [r for r in (entry_subject_ids(e)[0] for e in entries) if r]
         subjects = self.tool_roles.subjects(reviews) if reviews else {}
-        rows = self._rows(entries)
+        logged = self._reviews(entries)
         frontiers: dict[str, list[tuple[str, tuple[str | None, ...]]]] = {}
         for entry in entries:
             if entry.kind in REVIEWER_KINDS:
@@ -342,7 +329,7 @@ class Broker:
                 if end_streams and isinstance(reviewer, str):
                     self.end(reviewer=reviewer, reason=REVIEWER_KINDS[entry.kind])
                 continue
-            ev = event_of(entry, rows.get(str((entry.body or {}).get("review"))))
+            ev = event_of(entry, logged.get(str((entry.body or {}).get("review"))))
             if ev is None:
                 continue
             review, frontier = entry_subject_ids(entry)

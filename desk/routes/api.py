@@ -94,7 +94,8 @@ def list_reviews(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> ReviewPage:
-    """Pending reviews you may see (your roles and tools; everything for an observer), oldest first."""
+    """Pending reviews you may see (your roles and tools; everything for an observer), oldest first. Each is
+    read from its own log entries; `row_disagrees` says when the review's projection row said otherwise."""
     scope = desk.scope(who)
     items, total = desk.cache.read(
         ("api-pending", scope, tool, agent, sort, limit, offset),
@@ -103,7 +104,11 @@ def list_reviews(
         ),
     )
     return ReviewPage(
-        items=[ReviewPublic.of(i.review, i.summary) for i in items], total=total, limit=limit, offset=offset
+        # Each as the log tells it (queries.from_log); a row naming a review the log does not have is left out.
+        items=[ReviewPublic.of(i.review, i.summary, i.disagrees) for i in items if not i.unlogged],
+        total=total,
+        limit=limit,
+        offset=offset,
     )
 
 
@@ -271,21 +276,32 @@ def verification(
 
 
 class CheckpointOut(BaseModel):
+    """A signed tree head: a c2sp.org/tlog-checkpoint signed note (``note``: the origin, size and base64
+    root lines, the log key's Ed25519 note signature and any witnesses' cosignatures), or, for one
+    recorded before notes, the JSON ``{"log", "size", "root", "at"}`` signed by the log key (``sig``)."""
+
     log: str
     size: int
     root: str
     at: str
-    sig: dict[str, str]
+    note: str | None = None
+    sig: dict[str, str] | None = None
     public_key: str
+    vkey: str = Field(description="the log's verifier key (c2sp.org/signed-note), which checks the note")
 
 
 def _cp_out(desk: Any, cp: Any) -> CheckpointOut:
-    return CheckpointOut(**as_json(cp), public_key=desk.store.public_key)
+    from signoff.audit.c2sp import log_vkey
+
+    store = desk.store
+    return CheckpointOut(
+        **as_json(cp), public_key=store.public_key, vkey=log_vkey(store.rules.origin, store.public_key)
+    )
 
 
 @router.get("/checkpoints/latest", response_model=CheckpointOut, responses={404: {"description": "No checkpoint yet"}})
 def latest_checkpoint(desk: DeskDep, who: ApiReviewer) -> CheckpointOut:
-    """The latest signed tree head (RFC 9162 §4.10 shape: log, size, root, at, sig)."""
+    """The latest signed tree head: a C2SP checkpoint note (RFC 9162 §2.1 tree head: size and root)."""
     cp = desk.store.latest_checkpoint()
     if cp is None:
         raise HTTPException(404, "The log has no signed checkpoint yet.")

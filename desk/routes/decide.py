@@ -10,7 +10,10 @@ written.
   check costs nothing on the path that succeeds.
 
 ``sig`` is the person's own signature on the decision (a passkey's assertion from the page, or
-what an API client sends); the review service checks it against the body it builds.
+what an API client sends); the review service checks it against the body it builds. A passkey that
+signed another statement than that body's (the page showed other values than the server's copy of the
+review) is flagged to the operator: a ``signature_mismatch`` warning line (desk/reqlog.py) and the
+``signoff_signature_mismatches_total`` counter.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from signoff.audit.errors import AuditError, NotAllowed, UnknownReview
+from signoff.desk import reqlog
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
+from signoff.desk.errors import statement_mismatch
 
 OBSERVER_REFUSED = "decider: expected a reviewer with a deciding role, found {who} with only the observer role"
 
@@ -53,6 +58,8 @@ def _decide(desk: Desk, who: SignedIn, review_id: str, kind: str | None, write: 
     try:
         review = write()
     except AuditError as exc:
+        if kind is not None and statement_mismatch(exc):
+            _flag_mismatch(desk, who, review_id, kind, exc)
         if isinstance(exc, UnknownReview):
             raise
         try:
@@ -67,6 +74,21 @@ def _decide(desk: Desk, who: SignedIn, review_id: str, kind: str | None, write: 
         final = getattr(review, "status", "pending") != "pending"
         desk.metrics.decided(kind, _latency(review) if final else None)
     return review
+
+
+def _flag_mismatch(desk: Desk, who: SignedIn, review_id: str, kind: str, exc: Exception) -> None:
+    """The person signed what their page showed, and the server's copy of the review says otherwise: nothing
+    is recorded (``audit`` refused it), and the operator hears of it, as a warning line and a count."""
+    desk.metrics.mismatch(kind)
+    reqlog.warn(
+        "signature_mismatch",
+        message="a decision's signed statement differs from the server's copy of the review: possible tampering",
+        review=review_id,
+        reviewer=who.reviewer,
+        decision=kind,
+        log=desk.store.log_id,
+        detail=str(exc)[:500],
+    )
 
 
 def approve(

@@ -1,4 +1,5 @@
-"""The log page: entries, the verification badge, checkpoints and proof downloads."""
+"""The log page: entries, the verification badge, the witnesses' badge (how far the log's witnesses have
+cosigned it, ``signoff.audit.witnessing.coverage``), checkpoints and proof downloads."""
 
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ def log_page(
     status = desk.verifier.status()
     rules = desk.rules.status(wait=0.5)
     cp = desk.store.latest_checkpoint()
+    from signoff.audit import witnessing
+
+    coverage = desk.cache.read(("witness-coverage",), lambda: witnessing.coverage(desk.store))
     return render(
         request,
         "log.html",
@@ -63,6 +67,7 @@ def log_page(
             "status": status,
             "rules": rules,
             "checkpoint": as_json(cp) if cp else None,
+            "coverage": coverage,
             "can_sign": desk.key_path is not None,
         },
     )

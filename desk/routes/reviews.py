@@ -32,7 +32,7 @@ from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
-from signoff.desk.errors import classify
+from signoff.desk.errors import classify, statement_mismatch
 from signoff.desk.routes import decide
 from signoff.desk.scope import Scope
 from signoff.desk.web import PAGE_SIZE, Refused, me, render
@@ -168,7 +168,7 @@ def stalled_page(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResp
     scope = desk.scope(who)
     found = [s for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review)]
     rows = [
-        {"review": s.review, "summary": summaries.of_call(s.review.call), "claim": s.claim, "since": s.claim.at}
+        {"review": s.review, "summary": summaries.of_review(s.review), "claim": s.claim, "since": s.claim.at}
         for s in found
     ]
     return render(
@@ -298,7 +298,7 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
     signing = _signing(request, desk, who)
     prev_id, next_id = _neighbours(desk, scope, review)
     args = quorum.round_args(review)  # what the current round approves: what will run, and what is signed
-    summary = summaries.of_call(quorum.round_call(review))
+    summary = summaries.of_review(review)  # what will run (or ran), the proposal struck beside what changed
     return {
         "me": me(desk, who),
         "csrf": who.csrf,
@@ -306,7 +306,7 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
         "r": review,
         "call": call,
         "summary": summary,
-        "others": [(o, summaries.of_call(o.call)) for o in others if scope.sees_review(o)],
+        "others": [(o, summaries.of_review(o)) for o in others if scope.sees_review(o)],
         "hidden_others": sum(1 for o in others if not scope.sees_review(o)),
         "can_decide": can,
         "call_args": summaries.ordered(call.args, call.tool_schema),
@@ -400,7 +400,7 @@ def claim(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, re
         decide.claim(desk, who, review_id)
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, FormData())
-    return RedirectResponse(f"/reviews/{quote(review_id)}#progress", status_code=303)
+    return RedirectResponse(f"/reviews/{quote(review_id)}#claim", status_code=303)
 
 
 def _decision_failed(
@@ -409,6 +409,9 @@ def _decision_failed(
     status, summary = classify(exc)
     ctx = _review_ctx(request, desk, who, review_id)  # 404 when the review is not theirs to see
     ctx.update({"error": summary, "error_detail": str(exc), "form": _shown(ctx["args"], form)})
+    # The signed page and the server's copy differ: the same form would fail again, so none is offered,
+    # only a fresh copy of the review (decide.py told the operator).
+    ctx["mismatch"] = statement_mismatch(exc)
     return render(request, "review.html", ctx, status)
 
 

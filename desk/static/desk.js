@@ -72,6 +72,11 @@
     return e;
   }
   function cell(text, cls) { return el("td", cls, text); }
+  function middle(text, n) {  // as desk/present.py middle: an id's start and end
+    if (text.length <= n) return text;
+    var tail = Math.floor((n - 1) / 2);
+    return text.slice(0, n - 1 - tail) + "…" + text.slice(text.length - tail);
+  }
   function cut(text, n) {
     text = String(text || "").replace(/\s+/g, " ").trim();
     return text.length <= n ? text : text.slice(0, n - 1).replace(/[ ,;:]+$/, "") + "…";
@@ -107,14 +112,20 @@
     a.appendChild(el("span", "agent", ev.agent || "The agent"));
     a.appendChild(document.createTextNode(" wants to "));
     a.appendChild(el("strong", "tool", ev.tool));
-    if (ev.lead) { a.appendChild(document.createTextNode(": ")); a.appendChild(el("span", "lead", cut(ev.lead, 120))); }
+    if (ev.lead || (ev.changed && ev.lead_parts && ev.lead_parts.length)) {
+      a.appendChild(document.createTextNode(": "));
+      var leadSpan = el("span", "lead");
+      if (ev.changed && ev.lead_parts) showParts(leadSpan, ev.lead_parts); else leadSpan.textContent = cut(ev.lead, 120);
+      a.appendChild(leadSpan);
+    }
     what.appendChild(a);
     var others = ev.other_args || [];
     if (others.length || ev.more) {
       var keys = el("div", "keys");
       others.forEach(function (k) {
         var span = el("span", "key"); span.title = k.name + ": " + k.full;
-        span.appendChild(el("span", "k", k.name)); span.appendChild(document.createTextNode(k.text));
+        span.appendChild(el("span", "k", k.name));
+        if (k.was) showParts(span, [{ text: k.text, was: k.was }]); else span.appendChild(document.createTextNode(k.text));
         keys.appendChild(span);
       });
       if (ev.more) keys.appendChild(el("span", "key more", "+" + ev.more + " more"));
@@ -124,6 +135,15 @@
     var coord = el("div", "coord"); coord.dataset.needed = String(ev.needed || 1);
     if (ev.needed > 1) { var q = el("span", "q", "needs " + ev.needed + " approvals"); q.dataset.approvals = "0"; coord.appendChild(q); }
     what.appendChild(coord);
+    // What tells two like calls apart: the session, the review (and the age, in its own column).
+    var ids = el("div", "ids"), sid = String(ev.session || ""), rid = String(ev.review || "");
+    if (sid) {
+      var se = el("span", "", "session " + middle(sid, 16)); se.title = "session " + sid;
+      ids.appendChild(se); ids.appendChild(document.createTextNode(" "));
+      ids.appendChild(el("span", "sep", "·")); ids.appendChild(document.createTextNode(" "));
+    }
+    var re = el("span", "", rid.slice(0, 9)); re.title = "review " + rid; ids.appendChild(re);
+    what.appendChild(ids);
     tr.appendChild(what);
     var since = cell(undefined, "since"); var s = el("span");
     s.setAttribute("data-since", ev.opened_at); since.appendChild(s); tr.appendChild(since);
@@ -134,6 +154,21 @@
     var go = cell(undefined, "go"); var b = el("a", "button small", "Review");
     b.href = a.href; go.appendChild(b); tr.appendChild(go);
     return tr;
+  }
+
+  // Phrases of a summary (desk/summary.py Part): what will run, the agent's proposal struck through beside
+  // it where a reviewer changed it (as templates/_macros.html "phrase" renders them).
+  function showParts(box, parts) {
+    box.textContent = "";
+    parts.forEach(function (p, i) {
+      if (i) box.appendChild(document.createTextNode(" "));
+      if (!p.was) { box.appendChild(document.createTextNode(p.text)); return; }
+      var span = el("span", "changed"), del = el("del", "", p.was);
+      del.title = "as the agent proposed it";
+      span.appendChild(del);
+      if (p.text) { span.appendChild(document.createTextNode(" ")); var ins = el("ins", "", p.text); ins.title = "what will run"; span.appendChild(ins); }
+      box.appendChild(span);
+    });
   }
 
   function setupQueue() {
@@ -224,7 +259,8 @@
           // A new round: approvals of the earlier args no longer count; the row reads as the changed call.
           if (ev.lead !== undefined) {
             var lead = tr.querySelector("a.headline .lead");
-            if (lead) lead.textContent = cut(ev.lead, 120);
+            if (lead && ev.lead_parts) showParts(lead, ev.lead_parts);
+            else if (lead) lead.textContent = cut(ev.lead, 120);
           }
           var you = coord.querySelector(".you"); if (you) you.remove();
         }
@@ -401,6 +437,7 @@
       var patchField = document.getElementById("patch-field");
       var patchView = document.getElementById("patch-view");
       var diffView = document.getElementById("diff-view");
+      var changeList = document.getElementById("change-list");
       var checks = document.getElementById("schema-check");
       var btn = document.getElementById("edit-btn");
       var before = JSON.stringify(canon(data.args), null, 2);
@@ -420,6 +457,8 @@
         var patch = diffPatch(data.args, parsed, "", []);
         patchField.value = JSON.stringify(patch);
         patchView.textContent = JSON.stringify(patch, null, 2);
+        // What you change, argument by argument; the line diff only where a value is too long for one line.
+        diffView.hidden = !showChanges(changeList, data.args, parsed);
         diffView.textContent = "";
         if (!patch.length) {
           diffView.appendChild(el("span", "muted", "No changes yet."));
@@ -451,7 +490,7 @@
       if (progressing) return;
       progressing = setTimeout(function () {
         progressing = null;
-        refresh(["progress", "timeline-card"], "/reviews/" + encodeURIComponent(data.id) + "/progress");
+        refresh(["progress", "claim", "timeline-card"], "/reviews/" + encodeURIComponent(data.id) + "/progress");
       }, 100);
     }
     // Live: someone else decided while this page was open; and after a decision, what happened next.
@@ -499,6 +538,46 @@
       resume_failed: function (ev) { if (ev.frontier === data.frontier) outcome(); }
     });
     keysForReview(data);
+  }
+
+  // The edit's changes as a person reads them: one line per argument, "amount 900 → 90" (the server's
+  // quorum.changes writes the same for a round's edit); a long or many-line text, line by line. Returns
+  // whether a changed object or list is too long for its line (then the whole line diff is shown too).
+  function shownValue(v) {
+    var t = JSON.stringify(v);
+    return { text: cut(t, 80), long: t.length > 80 || (v !== null && typeof v === "object") };
+  }
+  function textLines(li, a, b) {
+    var d = lineDiff(a, b), pre = el("pre", "diff small");
+    (d || [["-", a], ["+", b]]).forEach(function (line) {
+      pre.appendChild(el("span", line[0] === "+" ? "add" : line[0] === "-" ? "del" : "same", line[0] + " " + line[1]));
+    });
+    li.appendChild(pre);
+  }
+  function showChanges(list, before, after) {
+    list.textContent = "";
+    var long = false, n = 0;
+    Object.keys(before).concat(Object.keys(after).filter(function (k) { return !(k in before); })).forEach(function (k) {
+      var had = k in before, has = k in after;
+      if (had && has && equal(before[k], after[k])) return;
+      n++;
+      var li = el("li"), a = had ? shownValue(before[k]) : null, b = has ? shownValue(after[k]) : null;
+      li.appendChild(el("code", "pname", k));
+      li.appendChild(document.createTextNode(" "));
+      if (typeof before[k] === "string" && typeof after[k] === "string" && (a.long || b.long || /\n/.test(before[k] + after[k]))) {
+        li.appendChild(el("span", "muted", "changed, line by line:"));
+        textLines(li, before[k], after[k]);
+        list.appendChild(li);
+        return;
+      }
+      li.appendChild(a ? el("span", "del", a.text) : el("span", "muted", "(not set)"));
+      li.appendChild(document.createTextNode(" → "));
+      li.appendChild(b ? el("span", "add", b.text) : el("span", "muted", "(removed)"));
+      if ((a && a.long) || (b && b.long)) long = true;
+      list.appendChild(li);
+    });
+    if (!n) list.appendChild(el("li", "muted", "No changes yet."));
+    return long;
   }
 
   function openPane(name) {

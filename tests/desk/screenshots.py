@@ -2,6 +2,7 @@
 the outcome, and the Decided history.
 
     .venv/bin/python tests/desk/screenshots.py [--out examples/screenshots]
+    .venv/bin/python tests/desk/screenshots.py --phone     # 390 x 844 views into test-artifacts/
 
 It runs ``desk demo`` (its scripted ADK agent proposes calls through the bridge and resumes as
 people decide), feeds it the scenarios below, decides some of them in headless Chromium through
@@ -229,11 +230,60 @@ def take(out: Path, directory: Path) -> list[Path]:
     return [out / name for name in SHOTS]
 
 
+PHONE = {"width": 390, "height": 844}
+PHONE_SHOTS = ("queue-phone.png", "review-edited-phone.png", "review-edited-phone-full.png")
+
+
+def take_phone(out: Path, directory: Path) -> list[Path]:
+    """Phone-sized (390 x 844) views for checking the pages on a small screen: the queue with two identical
+    calls (told apart by session, review id and age), and a review after an edit (what runs, the proposal
+    struck through)."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    with running_demo(directory, host="localhost") as demo, sync_playwright() as p:
+        browser = launch(p)
+        page = sign_in(browser, demo, demo.email, demo.password)
+        page.set_viewport_size(PHONE)
+        same = {"amount": 100.0, "currency": "EUR", "to_account": "DE89 3704 0044 0532 0130 00", "memo": "Rent"}
+        demo.propose(("transfer_money", same), prompt="Pay the rent.")
+        time.sleep(0.15)
+        demo.propose(("transfer_money", same), prompt="Pay the rent (again).")
+        time.sleep(0.15)
+        demo.propose(SCENARIOS[1]["calls"][0], prompt=SCENARIOS[1]["prompt"])
+        wait_until(lambda: len(_pending(demo)) >= 3, 20, "three reviews")
+        first = sorted(_pending(demo), key=lambda r: r.opened_seq)[0]
+        page.goto(f"{demo.url}/queue")
+        page.wait_for_selector("#live[data-state=live]")
+        _shot(page, out / PHONE_SHOTS[0], full=True)
+        page.goto(f"{demo.url}/reviews/{first.id}")
+        page.click(".tab[data-tab=edit]")
+        page.locator('[data-editor="args"] [data-field][data-name="amount"] input').fill("50")
+        page.fill("#edit-form textarea[name=rationale]", "Half now, half next month.")
+        page.click("#edit-btn")
+        page.wait_for_selector("#decision-done")
+        page.wait_for_selector("#o-tool.done", timeout=20_000)
+        page.evaluate("window.scrollTo(0, 0)")
+        _shot(page, out / PHONE_SHOTS[1])
+        _shot(page, out / PHONE_SHOTS[2], full=True)
+        browser.close()
+    return [out / name for name in PHONE_SHOTS]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"where the PNGs go (default {OUT.relative_to(ROOT)})")
+    parser.add_argument(
+        "--phone", action="store_true", help="phone-sized views instead (390 x 844; default --out test-artifacts)"
+    )
     a = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="signoff-shots-") as tmp:
+        if a.phone:
+            out = a.out if a.out != OUT else ROOT / "test-artifacts"
+            for path in take_phone(out, Path(tmp)):
+                print(path)
+            return 0
         for path in take(a.out, Path(tmp)):
             print(path)
     return 0

@@ -65,6 +65,11 @@ def test_review_appears_in_the_queue_live_and_leaves_when_decided(alice: Any, de
     row = alice.locator(f'tr[data-review="{review.id}"]')
     row.wait_for(timeout=10_000)  # appended by SSE, no reload
     assert "send_email" in row.inner_text()
+    # What tells it from a like call: its session and its review id (and the age, in its own column).
+    shown = review.call.session if len(review.call.session) <= 16 else review.call.session[-7:]
+    ids = row.locator(".ids").inner_text()
+    assert ids.startswith("session ") and shown in ids and ids.endswith(review.id[:9])
+    assert row.locator(".ids [title]").first.get_attribute("title") == f"session {review.call.session}"
     ARTIFACTS.mkdir(exist_ok=True)
     alice.screenshot(path=str(ARTIFACTS / "queue.png"), full_page=True)
     # Someone decides it elsewhere (the API); the row leaves without a reload.
@@ -127,11 +132,15 @@ def test_edit_shows_patch_and_diff_then_the_tool_runs_edited(alice: Any, demo: D
     editor = alice.locator("#args-editor")
     edited = {"amount": 90.0, "currency": "EUR", "to_account": "ACC-2", "memo": marker}
     editor.fill(json.dumps(edited, indent=2))
-    patch = json.loads(alice.locator("#patch-view").inner_text())
-    assert patch == [{"op": "replace", "path": "/amount", "value": 90}]
-    diff = alice.locator("#diff-view")
-    assert diff.locator(".del").first.inner_text().strip().startswith("-")
-    assert '"amount": 90' in diff.locator(".add").first.inner_text()
+    # What you change, argument by argument; the raw patch (what is signed) one click away under "details".
+    assert alice.locator("#change-list").inner_text() == "amount 900 → 90"
+    patch = json.loads(alice.locator("#patch-view").text_content() or "")
+    assert (
+        patch == [{"op": "replace", "path": "/amount", "value": 90}] and not alice.locator("#patch-view").is_visible()
+    )
+    diff = alice.locator("#diff-view")  # the line diff, for values too long for one line
+    assert (diff.locator(".del").first.text_content() or "").strip().startswith("-")
+    assert '"amount": 90' in (diff.locator(".add").first.text_content() or "")
     assert "Matches the tool's parameters" in alice.locator("#schema-check").inner_text()
     # A schema break is caught before submit.
     editor.fill(json.dumps({**edited, "amount": "ninety"}))

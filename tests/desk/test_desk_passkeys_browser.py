@@ -192,7 +192,7 @@ def test_signed_edit_made_in_the_form_signs_exactly_the_patch_it_shows(
     fields = pat.locator('[data-editor="args"] [data-fields]')
     assert fields.is_visible() and fields.locator('[data-name="body"] textarea').count() == 1
     fields.locator('[data-name="to"] input').fill("dana.k@example.com")
-    shown = json.loads(pat.locator("#patch-view").inner_text())
+    shown = json.loads(pat.locator("#patch-view").text_content() or "")  # the raw patch: under "details"
     assert shown == [{"op": "replace", "path": "/to", "value": "dana.k@example.com"}]  # the body is untouched
     pat.click("#edit-btn")
     pat.wait_for_selector("#decision-done", timeout=15_000)
@@ -366,8 +366,8 @@ def test_args_changed_after_display_get_no_signature(rex: Any, tamper_demo: Demo
     rex.click("#approve-btn")
     error = rex.wait_for_selector("#decision-error", timeout=15_000)
     text = error.inner_text()
-    assert "Your signature does not match the decision the server would record" in text
-    assert "Nothing was recorded" in text
+    assert "What you saw differs from the record." in text and "Nothing was recorded" in text
+    assert rex.locator("#reload-review").is_visible() and rex.locator("#approve-btn").count() == 0
     rex.screenshot(path=str(ARTIFACTS / "signature-refused.png"), full_page=True)
     assert demo.review(review.id)[0].status == "pending"
     assert not [r for r in demo.runs() if marker in json.dumps(r["args"])]

@@ -173,6 +173,11 @@ def test_an_edit_starts_a_round_that_the_other_passkey_signs_on_the_changed_args
     args = {"amount": 900.0, "currency": "EUR", "to_account": "ACC-9", "memo": marker}
     demo.propose(("transfer_money", args), prompt=f"Pay {marker}")
     review = demo.review_with(marker)
+    queue = rudi.context.new_page()  # rudi's queue, in a second tab: its row follows the edit live
+    queue.goto(demo.url + "/queue")
+    queue.wait_for_selector("#live[data-state=live]")
+    row = queue.locator(f'tr[data-review="{review.id}"]')
+    assert row.locator("a.headline .lead").inner_text() == "900.00 EUR to ACC-9"
     rudi.goto(f"{demo.url}/reviews/{review.id}")  # open before the edit: it shows round 1's args
 
     quinn.goto(f"{demo.url}/reviews/{review.id}")
@@ -185,12 +190,21 @@ def test_an_edit_starts_a_round_that_the_other_passkey_signs_on_the_changed_args
     assert "You approved these arguments" in quinn.locator("#quorum-you").inner_text()
     edited = {**args, "amount": 90}
 
+    # rudi's queue row now reads as what will run, the proposal struck through beside it (issue 13).
+    row.locator("a.headline .lead del").wait_for(timeout=10_000)
+    assert row.locator("a.headline .lead del").inner_text() == "900.00 EUR"
+    assert row.locator("a.headline .lead ins").inner_text() == "90.00 EUR"
+    _shot(queue, "quorum-queue-edited.png")
+    queue.close()
+
     # rudi's page was showing the old args: it says so, and will not sign them.
     rudi.wait_for_selector("#closed-live:not([hidden])", timeout=10_000)
     assert "changed the arguments" in rudi.locator("#closed-live").inner_text()
     assert rudi.locator("#approve-btn").is_disabled() and rudi.locator("#edit-btn").is_disabled()
 
     rudi.reload()
+    assert rudi.locator("#headline del").inner_text() == "900.00 EUR"
+    assert rudi.locator("#headline ins").inner_text() == "90.00 EUR"
     assert rudi.locator("#round-badge").inner_text() == "changed"
     assert f"as {quinn.actor} changed them" in rudi.locator("#args-card h2").inner_text()
     assert rudi.locator("#round-changes").inner_text() == "amount 900 → 90"

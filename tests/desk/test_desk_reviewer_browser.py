@@ -99,8 +99,11 @@ def test_editing_by_form_shows_the_patch_and_diff_and_the_tool_runs_with_it(sam:
     amount = fields.locator('[data-name="amount"] input')
     assert amount.get_attribute("type") == "number" and amount.input_value() in ("900", "900.0")
     amount.fill("90")
-    assert json.loads(sam.locator("#patch-view").inner_text()) == [{"op": "replace", "path": "/amount", "value": 90}]
-    assert '"amount": 90' in sam.locator("#diff-view .add").first.inner_text()
+    assert json.loads(sam.locator("#patch-view").text_content() or "") == [
+        {"op": "replace", "path": "/amount", "value": 90}
+    ]  # under "details"; what a person reads is the change list
+    assert sam.locator("#change-list").inner_text() == "amount 900 → 90"
+    assert '"amount": 90' in (sam.locator("#diff-view .add").first.text_content() or "")
     assert "Matches the tool's parameters" in sam.locator("#schema-check").inner_text()
     amount.fill("")  # a required number left empty: caught before anything is sent
     assert "amount: required parameter is missing" in sam.locator("#schema-check").inner_text()
@@ -184,7 +187,7 @@ def test_the_form_has_a_widget_per_kind_of_parameter(browser: Any, driven: tuple
     box.locator('[data-name="count"] input').fill("5")
     box.locator('[data-name="meta"] textarea').fill('{"k": [1, 2]}')
     expected = {**args, "currency": "CHF", "urgent": False, "count": 5, "meta": {"k": [1, 2]}}
-    patch = json.loads(page.locator("#patch-view").inner_text())
+    patch = json.loads(page.locator("#patch-view").text_content() or "")
     assert {op["path"] for op in patch} == {"/currency", "/urgent", "/count", "/meta/k"}
     box.locator('[data-name="count"] input').fill("2.5")  # not a whole number
     assert "expected a whole number" in page.locator('[data-editor="args"] [data-errors]').inner_text()

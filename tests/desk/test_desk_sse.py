@@ -33,7 +33,7 @@ def test_event_of_keeps_only_ids_and_short_strings() -> None:
             "review": "rv_1",
             "frontier": "fr_1",
             "deadline": None,
-            "call": {"tool": "t", "agent": "a", "args": {"secret": "x" * 1000}},
+            "call": {"tool": "t", "agent": "a", "session": "s" * 1000, "args": {"secret": "x" * 1000}},
         }
 
     ev = event_of(E())
@@ -41,7 +41,8 @@ def test_event_of_keeps_only_ids_and_short_strings() -> None:
     assert {
         k: v
         for k, v in ev.items()
-        if k not in ("headline", "lead", "purpose", "question", "key_args", "more", "other_args")
+        if k
+        not in ("headline", "lead", "purpose", "question", "key_args", "more", "other_args", "lead_parts", "changed")
     } == {
         "type": "opened",
         "seq": 3,
@@ -49,6 +50,7 @@ def test_event_of_keeps_only_ids_and_short_strings() -> None:
         "frontier": "fr_1",
         "tool": "t",
         "agent": "a",
+        "session": "s" * 200,  # what tells two like calls apart in the queue, cut
         "opened_at": "2026-01-01T00:00:00Z",
         "deadline": None,
         "needed": 1,  # approvals the review needs (its policy's)

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from signoff.desk import forms
-from signoff.desk.summary import cut, money, number, own_question, summarize
+from signoff.desk.summary import (
+    Part,
+    cut,
+    excerpts,
+    money,
+    number,
+    of_review,
+    own_question,
+    question_parts,
+    runs_with,
+    summarize,
+)
 
 IBAN = "DE89 3704 0044 0532 0130 00"
 ADK_HINT = (
@@ -115,6 +128,75 @@ def test_helpers() -> None:
     assert number(1250.0) == "1,250" and number(0.1) == "0.1" and number(-3) == "-3"
     assert money(1250, "EUR") == "1,250.00 EUR" and money(1250, "JPY") == "1,250 JPY"
     assert cut("a  b\n\nc", 10) == "a b c" and cut("word " * 20, 16).endswith("…")
+
+
+# -- after a reviewer's change: what will run, the proposal struck beside it (issue 13) ----------------
+
+PROPOSED = {"amount": 100.0, "currency": "EUR", "to_account": "DE89", "memo": "Invoice 1042"}
+
+
+def test_an_edited_call_reads_as_what_runs_with_the_proposal_beside_each_changed_phrase() -> None:
+    final = {**PROPOSED, "amount": 50}
+    s = summarize("transfer_money", final, agent="back_office", proposed=PROPOSED)
+    assert s.headline == "back_office wants to transfer_money: 50.00 EUR to DE89 (memo: Invoice 1042)"
+    assert s.lead == "50.00 EUR to DE89" and s.changed and s.lead_changed
+    assert s.lead_parts == (
+        Part("50.00 EUR", "100.00 EUR", ("amount", "currency")),
+        Part("to DE89", "", ("to_account",)),
+    )
+    assert [p.changed for p in s.extra_parts] == [False]
+    assert [(k.name, k.was) for k in s.key_args] == [("amount", "100.00 EUR"), ("to_account", ""), ("memo", "")]
+    assert s.to_json()["lead_parts"] == [{"text": "50.00 EUR", "was": "100.00 EUR"}, {"text": "to DE89", "was": ""}]
+    # The same args as proposed (1250 is 1250.0 in RFC 8785) are no change; without ``proposed``, none either.
+    assert not summarize("transfer_money", {**PROPOSED, "amount": 100}, proposed=PROPOSED).changed
+    assert not summarize("transfer_money", final).changed
+
+
+def test_a_changed_currency_recipient_or_other_argument_is_marked_and_a_removed_one_struck() -> None:
+    final = {"amount": 100.0, "currency": "USD", "to_account": "FR76", "note": "new"}
+    s = summarize("transfer_money", final, agent="a", proposed=PROPOSED)
+    assert [(p.text, p.was) for p in s.lead_parts] == [("100.00 USD", "100.00 EUR"), ("to FR76", "to DE89")]
+    # memo was removed (a part with no text: nothing of it runs); note was added.
+    assert [(p.text, p.was) for p in s.extra_parts] == [("", "memo: Invoice 1042"), ("note: new", "(not set)")]
+    assert s.headline == "a wants to transfer_money: 100.00 USD to FR76 (note: new)"
+    # A changed argument is named in the parentheses before the unchanged ones.
+    many = {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
+    s = summarize("t", {**many, "e": 6}, proposed=many)
+    assert s.extra_parts[0] == Part("e: 6", "e: 5", ("e",)) and s.extra_more == 2
+
+
+def test_a_changed_long_text_is_shown_from_where_it_changed() -> None:
+    before = "Hi Dana,\n\nthe Q3 numbers are final and in the shared folder.\n\nBest"
+    after = "Hi Dana,\n\nthe Q3 numbers are final; they are in Finance › Reports › Q3.\n\nBest,\nSam"
+    s = summarize("send_email", {"to": "d@x.org", "body": after}, proposed={"to": "d@x.org", "body": before})
+    [body] = [p for p in s.extra_parts if p.changed]
+    assert body.was == "body: …numbers are final and in the shared…"
+    assert body.text == "body: …numbers are final; they are in…"
+    assert excerpts("short", "other", 40) == ("short", "other")
+
+
+def test_the_tools_question_marks_the_proposed_values_it_quotes() -> None:
+    final = {**PROPOSED, "amount": 50, "to_account": "FR76"}
+    hint = "Send 100.00 EUR (or 100 EUR) to DE89? Not 1100 or 100.5."
+    parts = question_parts(hint, PROPOSED, final)
+    assert "".join(p.text for p in parts) == "Send 50.00 EUR (or 50 EUR) to FR76? Not 1100 or 100.5."
+    assert [(p.was, p.text) for p in parts if p.changed] == [("100.00", "50.00"), ("100", "50"), ("DE89", "FR76")]
+    big = question_parts("Pay 1,250.00 EUR?", {"amount": 1250.0}, {"amount": 12500})
+    assert [(p.was, p.text) for p in big if p.changed] == [("1,250.00", "12,500.00")]
+    assert question_parts("Pay it?", PROPOSED, final) == (Part("Pay it?"),)  # nothing quoted: unmarked
+    s = summarize("transfer_money", final, hint=hint, proposed=PROPOSED)
+    assert s.question == hint and s.question_parts == parts  # the question itself stays the tool's words
+
+
+def test_what_runs_is_a_pending_rounds_args_or_an_edits() -> None:
+    call = SimpleNamespace(tool="transfer_money", args=PROPOSED, agent="a", hint="", tool_schema=None)
+    pending = SimpleNamespace(status="pending", round=1, round_args={**PROPOSED, "amount": 7}, call=call)
+    assert runs_with(pending) == {**PROPOSED, "amount": 7} and of_review(pending).lead == "7.00 EUR to DE89"
+    assert runs_with(SimpleNamespace(status="pending", round=0, round_args=PROPOSED, call=call)) is None
+    edited = SimpleNamespace(status="edited", final_args={**PROPOSED, "amount": 9}, call=call)
+    assert of_review(edited).lead_parts[0] == Part("9.00 EUR", "100.00 EUR", ("amount", "currency"))
+    approved = SimpleNamespace(status="approved", final_args=PROPOSED, call=call)
+    assert runs_with(approved) is None and not of_review(approved).changed
 
 
 # -- the edit form --------------------------------------------------------------------------------

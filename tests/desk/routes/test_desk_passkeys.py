@@ -217,8 +217,12 @@ def test_signed_approve_edit_reject_through_the_forms(env: Env, client: TestClie
     assert verify_store(env.desk.store).ok
 
 
-def test_args_changed_on_the_server_after_display_get_no_signature(env: Env, client: TestClient) -> None:
-    """The page signs the args it showed; a server whose copy differs cannot use that signature."""
+def test_args_changed_on_the_server_after_display_get_no_signature(
+    env: Env, client: TestClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page signs the args it showed; a server whose copy differs cannot use that signature. The
+    reviewer is told so plainly and offered a fresh copy, never the same failing button (issue 14); the
+    operator gets a warning line and a count."""
     sign_in(client, DANA)
     key = SoftPasskey()
     assert register(client, key).status_code == 201
@@ -239,11 +243,23 @@ def test_args_changed_on_the_server_after_display_get_no_signature(env: Env, cli
             {"d": json.dumps(row), "g": decisions.digest(changed), "i": rev.id},
         )
     size = env.desk.store.size()
+    capsys.readouterr()
     resp = client.post(f"/reviews/{rev.id}/approve", data={"csrf": csrf, **fields})
     assert resp.status_code == 403
-    assert "Your signature does not match the decision the server would record" in resp.text
-    assert "differs from the server" in resp.text and "Nothing was recorded" in resp.text
+    notice = resp.text.split('id="decision-error"', 1)[1].split("</div>\n</div>", 1)[0]
+    assert (
+        "What you saw differs from the record.</strong> Nothing was recorded. This may be tampering: tell your "
+        "administrator." in notice
+    )
+    assert f'id="reload-review" href="/reviews/{rev.id}">Reload the review</a>' in notice
+    assert 'id="approve-btn"' not in resp.text and 'id="decide"' not in resp.text  # no button that fails again
+    assert "challenge" not in notice.split("<details", 1)[0]  # the technical words are for the administrator
     assert env.desk.store.size() == size and env.svc.get(rev.id).status == "pending"
+    [line] = [json.loads(x) for x in capsys.readouterr().err.splitlines() if '"signature_mismatch"' in x]
+    assert line["level"] == "warning" and line["review"] == rev.id and line["reviewer"] == DANA
+    assert line["decision"] == "approved" and line["detail"].startswith("sig.client_data.challenge")
+    metrics = client.get("/metrics").text
+    assert 'signoff_signature_mismatches_total{kind="approved"} 1.0' in metrics
 
 
 def test_a_signature_for_another_decision_is_refused(env: Env, client: TestClient) -> None:
@@ -255,7 +271,7 @@ def test_a_signature_for_another_decision_is_refused(env: Env, client: TestClien
     data = _review_data(client, other.id)
     fields = _signed_form(env, key, data, decisions.APPROVED, decisions.approve_body(other.id, other.args_digest))
     resp = client.post(f"/reviews/{rev.id}/approve", data={"csrf": csrf, **fields})  # replayed on another review
-    assert resp.status_code == 403 and "does not match" in resp.text
+    assert resp.status_code == 403 and "What you saw differs from the record." in resp.text
     # A rejection's signature does not approve.
     fields = _signed_form(env, key, data, decisions.REJECTED, decisions.reject_body(other.id, "no"))
     assert client.post(f"/reviews/{other.id}/approve", data={"csrf": csrf, **fields}).status_code == 403

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from types import SimpleNamespace
@@ -317,8 +319,10 @@ def test_after_an_edit_the_page_shows_the_round_args_and_the_patch(open_env: Env
         assert _text(page, "changed-by") == f"arguments changed by {ALICE}"
         data = json.loads(re.search(r'id="review-data">(.*?)</script>', page, re.S).group(1))  # type: ignore[union-attr]
         assert data["round"] == 1 and data["args"] == {"amount": 7, "to": "acct-1"}
-        # The headline reads as what will run.
-        assert "teller wants to transfer: 7 to acct-1" in re.sub(r"<[^>]+>", "", page)
+        # The headline reads as what will run, the proposal struck through beside it.
+        headline = re.search(r'<h1 class="headline[^"]*" id="headline">(.*?)</h1>', page, re.S).group(1)  # type: ignore[union-attr]
+        assert re.sub(r"<[^>]+>", "", headline) == "teller wants to transfer: 10 7 to acct-1"
+        assert re.search(r"<del[^>]*>10</del> <ins[^>]*>7</ins>", headline)
         # A form still showing round 0 (opened before the edit) is refused, naming what happened.
         r = carol.post(f"/reviews/{review.id}/approve", data={"csrf": csrf_of(page), "round": "0"})
         assert r.status_code == 409 and errors.OTHER_ROUND.split(":")[0] in r.text
@@ -418,7 +422,45 @@ def test_an_escalation_is_new_to_the_role_it_went_to(sqlite_env: Env) -> None:
     assert broker._for(bob, ev, about, before) is None
 
 
-def test_event_of_without_the_row_never_says_closed_for_a_quorum_approval() -> None:
+def _forge_row(env: Env, review_id: str, change: Any) -> None:
+    """Rewrite a review's projection row (its ``data``) behind the log's back."""
+    path = env.url.removeprefix("sqlite:///")
+    with closing(sqlite3.connect(path)) as db:
+        (data,) = db.execute("SELECT data FROM signoff_review WHERE id = ?", (review_id,)).fetchone()
+        found = json.loads(data)
+        change(found)
+        db.execute("UPDATE signoff_review SET data = ? WHERE id = ?", (json.dumps(found), review_id))
+        db.commit()
+
+
+def test_live_events_read_the_log_not_a_rewritten_row(open_env: Env) -> None:
+    """The queue's live updates after an edit toward a quorum and after an escalation say what the log says."""
+    env = open_env
+    env.add_reviewer(ERIN, ["supervisor"], ["*"])
+    broker = Broker(env.desk.store, env.svc, env.desk.tool_roles)
+    review = _four_eyes(env)
+    env.svc.edit(review.id, reviewer=ALICE, patch=[{"op": "replace", "path": "/amount", "value": 7}], round=0)
+
+    def forge(data: dict[str, Any]) -> None:
+        data["progress"] = {**data["progress"], "args": {"amount": 100, "to": "ATTACKER-D"}, "approvals": []}
+        data["policy"] = {**data["policy"], "approvals": 9}
+
+    _forge_row(env, review.id, forge)
+    edit = env.svc.history(review.id)[-1]
+    [(ev, _about, _before)] = broker._events([edit], end_streams=False)
+    assert ev["type"] == "approval" and ev["needed"] == 2 and ev["approvals"] == [ALICE]
+    assert ev["lead"] == "7 to acct-1" and "ATTACKER-D" not in json.dumps(ev)
+    assert ev["lead_parts"][0] == {"text": "7", "was": "10"}  # the proposal, for the queue row to strike
+
+    escalated = _escalated(env)
+    _forge_row(env, escalated.id, lambda d: d["call"].update(args={"amount": 100, "to": "ATTACKER-D"}, agent="x"))
+    entry = env.svc.history(escalated.id)[-1]
+    [(ev, _about, _before)] = broker._events([entry], end_streams=False)
+    assert ev["type"] == "escalated" and ev["agent"] == "teller" and ev["lead"] == "10 to acct-1"
+    assert ev["session"] == escalated.call.session and "ATTACKER-D" not in json.dumps(ev)
+
+
+def test_event_of_without_the_review_never_says_closed_for_a_quorum_approval() -> None:
     entry = SimpleNamespace(
         seq=9,
         at="2026-01-01T00:00:00.000000Z",
@@ -427,7 +469,7 @@ def test_event_of_without_the_row_never_says_closed_for_a_quorum_approval() -> N
         body={"review": "rv_1", "args_digest": "sha256:00", "rationale": "", "round": 0},
     )
     assert event_of(entry)["type"] == "approval"  # type: ignore[index]
-    row = SimpleNamespace(decided_seq=9, data="{}")
-    assert event_of(entry, row)["type"] == "closed"  # type: ignore[index]
+    review = SimpleNamespace(decision_seq=9)  # the review as its entries tell it: this approval decided it
+    assert event_of(entry, review)["type"] == "closed"  # type: ignore[index]
     del entry.body["round"]  # a review that needs one approval: its approval closes it
     assert event_of(entry)["type"] == "closed"  # type: ignore[index]
