@@ -52,8 +52,19 @@ def test_a_busy_default_port_moves_to_the_next_free_one(busy_port: int, monkeypa
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_demo_passes_port_on() -> None:
+    # under `make test` this make is a sub-make: without MAKELEVEL/MAKEFLAGS it prints no
+    # "Leaving directory" line after the command, and inherits no flags from the outer make
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+
     def command(*extra: str) -> str:
-        done = subprocess.run(["make", "-n", "demo", *extra], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            ["make", "--no-print-directory", "-n", "demo", *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().splitlines()[-1]
 
