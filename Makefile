@@ -34,6 +34,7 @@ bench: install
 	$(BIN)/python tests/benchmarks/notify_bench.py
 	$(BIN)/python tests/benchmarks/scale_bench.py
 	$(BIN)/python tests/benchmarks/cli_bench.py
+	$(BIN)/python tests/benchmarks/values_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,8 +37,13 @@ def _progress(total: int) -> Any:
     return show
 
 
+_COMMITMENT = re.compile(r"sealed:sha256:([0-9a-f]{8})[0-9a-f]{56}")
+
+
 def entry_line(item: Entry) -> str:
-    body = item.body
+    """One entry as `audit log` lists it (each commitment shortened to ``sealed:<8 hex>…``)."""
+    text = json.dumps(item.body, ensure_ascii=False)
+    body = json.loads(_COMMITMENT.sub(r"sealed:\1…", text)) if "sealed:sha256:" in text else item.body
     subject = body.get("review") or body.get("frontier") or body.get("reviewer") or body.get("actor") or ""
     detail = ""
     if item.kind == "review.opened":
@@ -62,6 +68,9 @@ def entry_line(item: Entry) -> str:
         detail = f"{body['call']['tool']} {args} by policy {named.get('name')}"
     elif item.kind == "review.escalated":
         detail = f"to role {body.get('role')}"
+    elif item.kind == "data.erased":
+        count = sum(len(v) for v in (body.get("commitments") or {}).values() if isinstance(v, list))
+        detail = f"{count} value(s) erased: {str(body.get('reason', ''))[:80]}"
     elif item.kind == "review.claimed":
         detail = f"by {body.get('reviewer')} until {body.get('until')}"
     elif item.kind == "policy.set":
@@ -113,7 +122,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.admin_key is None:  # beside the log key, as the README says: log.key -> log.admin.key
         args.admin_key = str(default_admin_key(args.key))
     info = store.init_log(
-        args.key, args.admin_key, admin=args.admin, signed_decisions=args.decisions == "signed", origin=args.origin
+        args.key,
+        args.admin_key,
+        admin=args.admin,
+        signed_decisions=args.decisions == "signed",
+        origin=args.origin,
+        sealed_values=not args.values_in_entries,
     )
     admin = read_private_key(args.admin_key)
     from signoff.audit.c2sp import log_vkey
@@ -127,11 +141,18 @@ def cmd_init(args: argparse.Namespace) -> int:
         "log_key": {"public": info.public_key, "file": str(args.key)},
         "admin": {"actor": args.admin, "public": admin.public, "file": str(args.admin_key)},
         "decisions": args.decisions,
+        "values": "sealed" if store.rules.sealed_values else "in-entries",
     }
+    values = (
+        "sealed beside the log (audit erase can erase them)"
+        if store.rules.sealed_values
+        else "in the entries (they can never be erased)"
+    )
     emit(
         args,
         data,
         f"created log {info.id} in {args.store} (decisions: {args.decisions})\n"
+        f"values:    {values}\n"
         f"origin:    {store.rules.origin}\n"
         f"vkey:      {vkey}\n"
         "           (give it to witnesses and auditors: it checks the log's checkpoints)\n"
@@ -180,7 +201,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
         from signoff.audit.verify import verify_file
 
-        return _report(args, verify_file(path, against=against, pinned_key=pinned, jobs=jobs))
+        values = Path(args.values) if args.values else None
+        if values is not None and not values.is_file():
+            raise UnusableInput(f"--values {values}: expected the values file `audit export` wrote, found nothing")
+        return _report(args, verify_file(path, against=against, pinned_key=pinned, jobs=jobs, values=values))
     from signoff.audit.verify import verify_store
 
     store = open_existing(args)
@@ -267,11 +291,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     review = queries.get(args.target)
     history = queries.history(review.id)
 
+    def shown(args: Any) -> str:  # an erased value reads as such, not as its commitment
+        if isinstance(args, dict):
+            args = {k: "[erased]" if v in review.erased else v for k, v in args.items()}
+        return json.dumps(args, ensure_ascii=False)
+
     def text() -> None:
         print(f"review {review.id}  status: {review.status}  tool: {review.tool}  agent: {review.call.agent or '-'}")
-        print(f"args: {json.dumps(review.call.args, ensure_ascii=False)}")
+        print(f"args: {shown(review.call.args)}")
         if review.final_args is not None and review.final_args != review.call.args:
-            print(f"runs with: {json.dumps(review.final_args, ensure_ascii=False)}")
+            print(f"runs with: {shown(review.final_args)}")
+        for at, by, reason in review.erasures:
+            print(f"values erased on {at} by {by}: {reason}")
+        if review.problem:
+            print(f"problem: {review.problem}")
         for item in history:
             print(entry_line(item))
 
@@ -298,6 +331,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     finally:
         if args.output:
             out.close()
+    if not store.rules.sealed_values or args.without_values:
+        return 0
+    # A sealed log's values go to their own file (mode 0600: personal data), never into the entries' file.
+    from signoff.audit import verify_values
+
+    target = Path(args.values) if args.values else (Path(args.output + ".values.jsonl") if args.output else None)
+    if target is None:
+        print(
+            "note: the values of this sealed log were not written (stdout holds the entries only); "
+            "use -o FILE (values beside it) or --values FILE, or --without-values to say so",
+            file=sys.stderr,
+        )
+        return 0
+    count = verify_values.write_file(target, verify_values.store_rows(store))
+    print(f"{count} value(s) written to {target} (mode 0600; personal data: keep it as such)", file=sys.stderr)
     return 0
 
 
@@ -342,6 +390,13 @@ def register(sub: Any) -> None:
         default="signed",
         help="signed (default): every decision carries the person's own signature; unsigned-allowed: for demos",
     )
+    init.add_argument(
+        "--values-in-entries",
+        action="store_true",
+        help="write args, questions, excerpts, edits, answers, results and replies into the entries, as logs "
+        "made before values beside the log did (they can then never be erased); by default they live beside "
+        "the log under salted commitments, and `audit erase` can erase them",
+    )
     add_json(init)
 
     ver = verb(
@@ -353,6 +408,9 @@ def register(sub: Any) -> None:
     )
     ver.add_argument("file", nargs="?", help="an `audit export` JSONL file or an `audit prove` file (no database)")
     ver.add_argument("--against", help="a checkpoint JSON you kept: prove the log extends it")
+    ver.add_argument(
+        "--values", help="with FILE of a sealed log: its values file (default FILE.values.jsonl beside it, if there)"
+    )
     ver.add_argument(
         "--incremental",
         action="store_true",
@@ -408,6 +466,10 @@ def register(sub: Any) -> None:
         cmd_export,
     )
     export.add_argument("-o", "--output", help="write to this file (default: stdout)")
+    export.add_argument("--values", help="a sealed log: write its values to this file (default: OUTPUT.values.jsonl)")
+    export.add_argument(
+        "--without-values", action="store_true", help="a sealed log: leave its values out (the rest still verifies)"
+    )
 
     migrate = verb(
         sub,

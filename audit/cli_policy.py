@@ -72,6 +72,10 @@ def policy_body(args: argparse.Namespace) -> dict[str, Any]:
         raise UnusableInput("--escalate-to: expected the role to escalate to, found none")
     if args.claim_seconds is not None:
         body["claim_seconds"] = args.claim_seconds
+    if args.private is not None:
+        body["private"] = [name for name in args.private.split(",") if name]
+    if args.retain_values is not None:
+        body["retain_values"] = args.retain_values
     return body
 
 
@@ -173,6 +177,10 @@ def register(sub: Any, admin_key: str | None) -> None:
     setter.add_argument("--escalate-after", type=float, help="seconds after opening")
     setter.add_argument("--escalate-at", type=float, help="or a fraction of the deadline, e.g. 0.5")
     setter.add_argument("--claim-seconds", type=float, help="how long a reviewer's claim lasts (default 900)")
+    setter.add_argument(
+        "--private", help="sealed logs: the args members kept beside the log, comma-separated (default: all)"
+    )
+    setter.add_argument("--retain-values", help="sealed logs: how long values are kept, e.g. 180d, 12h")
     setter.add_argument("--admin-key", default=admin_key, help="the admin's key file (env SIGNOFF_ADMIN_KEY)")
     add_json(setter)
 

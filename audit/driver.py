@@ -96,6 +96,9 @@ def sqlite_engine(
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA busy_timeout=60000")
+        # Erased values (audit erase) are overwritten with zeros in the file, not only unlinked
+        # from its b-tree (https://sqlite.org/pragma.html#pragma_secure_delete).
+        cursor.execute("PRAGMA secure_delete=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -47,6 +47,7 @@ KINDS = frozenset(
         "witness.added",
         "witness.removed",
         "witness.quorum",
+        "data.erased",
     }
 )
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from signoff.audit import values
 from signoff.audit.decided import review_from_entries
 from signoff.audit.entry import Entry, subject_of
 from signoff.audit.errors import AuditError, UnknownFrontier
@@ -66,10 +67,17 @@ class FrontierOnLog:
 
 
 def read_frontier(
-    rows: Rows, log_id: str, frontier_id: str, *, pending: Sequence[Entry] = (), hint: tuple[int, int] | None = None
+    rows: Rows,
+    log_id: str,
+    frontier_id: str,
+    *,
+    pending: Sequence[Entry] = (),
+    hint: tuple[int, int] | None = None,
+    reveal: bool = False,
 ) -> FrontierOnLog:
     """The frontier's reviews and resume, from the entries (raises ``UnknownFrontier`` or
-    :class:`ProjectionDisagrees`).
+    :class:`ProjectionDisagrees`). ``reveal``: on a sealed log, with their values from beside the log,
+    each checked (the rules and the write path work on the sealed forms, and leave it off).
 
     The frontier row (or ``hint``, its ``(opened_seq, size)``) says where its ``review.opened``
     entries lie; they must be exactly there, one transaction's worth, each naming the frontier in
@@ -98,12 +106,14 @@ def read_frontier(
         if item.kind == "run.resume_failed":
             for rid in item.body.get("reviews") or []:
                 failed.setdefault(str(rid), item)
+    lookup = values.lookup_for(rows, log_id, [*ids, frontier_id]) if reveal else None
     reviews = tuple(
         review_from_entries(
             rid,
             [e for e in own.get(rid, []) if e.body.get("review") == rid],
             resumed is not None,
             failed=_reason(failed.get(rid)),
+            lookup=lookup,
         )
         for rid in ids
     )

@@ -14,6 +14,11 @@ A policy names the tools it covers (an fnmatch glob) and says, for their calls:
 * ``escalate``: ``{"after_seconds": S}`` or ``{"at_fraction": F}`` of the deadline, ``"to_role": R``:
   a review still pending then is escalated to another role (``review.escalated``).
 * ``claim_seconds``: how long a reviewer's "I'm on it" claim lasts.
+* ``private``: on a log with sealed values, the top-level args members kept beside the log under a
+  commitment (default: all of them); the others are written into the entry in clear.
+* ``retain_values``: how long the values of its reviews are kept once they are done (``"180d"``,
+  ``"12h"``, ``"30m"``, ``"45s"``, or seconds); ``audit retention run`` erases them after that. A policy
+  for ``"*"`` that says it sets it for every tool whose own policy does not.
 
 The policy in force for a tool is the newest ``policy.set`` whose glob matches it; a later
 ``policy.set`` with the same name (``policy``) replaces a policy (``"retired": true`` ends it). Every review
@@ -37,8 +42,9 @@ from signoff.audit.errors import InvalidEntry
 MAX_APPROVALS = 10
 _FIELDS = {
     "policy", "tools", "review_when", "vars", "approvals", "role", "deadline_seconds", "escalate", "claim_seconds",
-    "retired",
+    "retired", "private", "retain_values",
 }  # fmt: skip
+_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class PolicyDef:
     claim_seconds: float = 900.0
     retired: bool = False
     digest: str = ""
+    private: tuple[str, ...] | None = None
+    retain_seconds: float | None = None
 
     def covers(self, tool: str) -> bool:
         return not self.retired and fnmatch.fnmatchcase(tool, self.tools)
@@ -116,7 +124,44 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
         claim_seconds=float(claim),
         retired=bool(body.get("retired", False)),
         digest=policy_digest(body),
+        private=_private(body.get("private")),
+        retain_seconds=retain_seconds(body.get("retain_values")),
     )
+
+
+def _private(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidEntry(f"policy.private: expected a list of args member names, found {value!r:.80}")
+    return tuple(value)
+
+
+def retain_seconds(value: Any) -> float | None:
+    """``retain_values`` in seconds: ``"180d"``, ``"12h"``, ``"30m"``, ``"45s"`` or a number of seconds."""
+    if value is None:
+        return None
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and value[-1:] in _UNITS:
+        try:
+            seconds = float(value[:-1]) * _UNITS[value[-1]]
+        except ValueError:
+            seconds = None
+    if seconds is None or not seconds > 0:
+        raise InvalidEntry(f'policy.retain_values: expected a duration > 0 such as "180d", found {value!r}')
+    return seconds
+
+
+def retention_for(policies: Iterable[PolicyDef], tool: str) -> float | None:
+    """How long the values of ``tool``'s reviews are kept: its own policy's ``retain_values``, else
+    that of the newest live policy for ``"*"``; None: until erased."""
+    own = in_force(policies, tool)
+    if own is not None and own.retain_seconds is not None:
+        return own.retain_seconds
+    everything = in_force([p for p in policies if p.tools == "*"], tool)
+    return everything.retain_seconds if everything is not None else None
 
 
 def _check_escalate(escalate: Any, deadline: Any) -> None:

@@ -236,6 +236,17 @@ class LogReader:
             ).all()
         return [(str(fp), str(actor)) for fp, actor in rows]
 
+    def admin_actor(self, admin: Any) -> str:
+        """The ``admin:`` actor ``admin`` (a :class:`~signoff.audit.keys.Signer`) holds a key of, per the key
+        table (the write then checks the key against its enrolment on the log, in its transaction)."""
+        owners = [actor for fingerprint, actor in self.key_owners() if fingerprint == admin.fingerprint]
+        admins = [actor for actor in owners if actor.startswith("admin:")]
+        if not admins:
+            from signoff.audit.errors import NotAllowed
+
+            raise NotAllowed(f"admin key: expected a key enrolled for an admin: actor, found {admin.fingerprint}")
+        return admins[0]
+
 
 def parse_entry(raw: bytes) -> Entry:
     try:

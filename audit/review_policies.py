@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import insert
 
-from signoff.audit import policies, rules
+from signoff.audit import policies, rules, sealing, values
 from signoff.audit.canonical import check
 from signoff.audit.decided import read_review
 from signoff.audit.entry import Entry, check_actor, format_time, parse_time
@@ -55,11 +56,14 @@ def policies_from(rows: Iterable[Any]) -> list[PolicyDef]:
     return found
 
 
-def effective(given: Policy, in_force: PolicyDef | None) -> Policy:
+def effective(
+    given: Policy, in_force: PolicyDef | None, *, sealed: bool = False, retain: float | None = None
+) -> Policy:
     """The policy a review is opened under: the log's policy for the tool (an admin's) wins over the app's
-    role and deadline; the app may only ask for more approvals, never fewer."""
+    role and deadline; the app may only ask for more approvals, never fewer. On a sealed log the review
+    also records which args members are private and how long its values are kept (``retain``)."""
     if in_force is None:
-        return given
+        return replace(given, private=None, retain_seconds=retain) if sealed else given
     return Policy(
         role=in_force.role if in_force.role is not None else given.role,
         deadline_seconds=in_force.deadline_seconds if in_force.deadline_seconds is not None else given.deadline_seconds,
@@ -69,6 +73,8 @@ def effective(given: Policy, in_force: PolicyDef | None) -> Policy:
         digest=in_force.digest,
         escalate=in_force.escalate,
         claim_seconds=in_force.claim_seconds,
+        private=in_force.private if sealed else None,
+        retain_seconds=retain if sealed else None,
     )
 
 
@@ -101,24 +107,24 @@ class ReviewPolicies(Reviewers):
         return self.store.transact(work)
 
     def _admin_actor(self, admin: Signer) -> str:
-        owners = [
-            str(row.actor)
-            for row in self.store.read_rows(
-                "SELECT actor FROM signoff_key WHERE log = ? AND fingerprint = ?", self.store.log_id, admin.fingerprint
-            )
-            if str(row.actor).startswith("admin:")
-        ]
-        if not owners:
-            raise NotAllowed(f"admin key: expected a key enrolled for an admin: actor, found {admin.fingerprint}")
-        return owners[0]
+        return self.store.admin_actor(admin)
 
     def _in_force(self, tx: Tx, tool: str) -> PolicyDef | None:
         """The policy in force for ``tool`` at this transaction's head: the committed ``policy.set``
         entries, and those appended earlier in this transaction (group commit inserts the entries only
         at its commit, so they are not in the table yet)."""
+        return policies.in_force(self._policy_defs(tx), tool)
+
+    def _policy_defs(self, tx: Tx) -> list[PolicyDef]:
         found = policies_from(tx.rows(POLICIES_SQL, tx.log))
-        found += [policies.parse(e.body, e.seq) for e in tx.appended if e.kind == "policy.set"]
-        return policies.in_force(found, tool)
+        return found + [policies.parse(e.body, e.seq) for e in tx.appended if e.kind == "policy.set"]
+
+    def _opening_policy(self, tx: Tx, given: Policy, tool: str) -> Policy:
+        """The policy a review of ``tool`` opens under, in this transaction (see :func:`effective`)."""
+        defs = self._policy_defs(tx)
+        sealed = tx.rules.sealed_values
+        retain = policies.retention_for(defs, tool) if sealed else None
+        return effective(given, policies.in_force(defs, tool), sealed=sealed, retain=retain)
 
     # -- calls no person needs to see ----------------------------------------------------
 
@@ -144,7 +150,20 @@ class ReviewPolicies(Reviewers):
             needed, why = policies.needs_person(policy, inputs)
             if needed:
                 return False, why
+            recorded = call_json
             body = {"review": review_id, "call": call_json, "policy": policy.ref(), "inputs": inputs}
+            if tx.rules.sealed_values:
+                sealed_call, kept = sealing.seal_call(call_json, policy.private)
+                retain = policies.retention_for(self._policy_defs(tx), call.tool)
+                named = {**policy.ref(), **({"retain_seconds": retain} if retain is not None else {})}
+                body = {
+                    "review": review_id,
+                    "call": sealed_call,
+                    "policy": named,
+                    "inputs": {**inputs, "args": sealed_call["args"]},
+                }
+                values.keep(tx.rows, tx.log, review_id, kept)
+                recorded = sealed_call
             entry = tx.append(actor, "review.auto_approved", body, tx.signature(actor, "review.auto_approved", body))
             data = rules.auto_data(body)
             tx.conn.execute(
@@ -153,9 +172,9 @@ class ReviewPolicies(Reviewers):
                     "id": review_id, "log": tx.log, "frontier": "", "status": "auto_approved", "tool": call.tool,
                     "agent": call.agent, "app": call.app, "session": call.session,
                     "confirmation_id": call.confirmation_id, "call_id": call.call_id, "opened_seq": entry.seq,
-                    "opened_at": entry.at, "deadline": None, "args_digest": call_json["args_digest"],
+                    "opened_at": entry.at, "deadline": None, "args_digest": recorded["args_digest"],
                     "decided_seq": entry.seq, "decided_by": actor, "decided_at": entry.at,
-                    "final_digest": call_json["args_digest"], "data": json.dumps(data),
+                    "final_digest": recorded["args_digest"], "data": json.dumps(data),
                 },
             )  # fmt: skip
             return True, review_id

@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 from sqlmodel import col
 
-from signoff.audit.decided import read_review
+from signoff.audit import values
+from signoff.audit.decided import read_review, reveal_review
 from signoff.audit.entry import Entry, format_time, parse_time
 from signoff.audit.log_state import ProjectionDisagrees, read_frontier
 from signoff.audit.review_types import Frontier, Review, review_from_row
@@ -79,7 +80,7 @@ class ReviewQueries:
         """One frontier as its own entries tell it (:func:`signoff.audit.log_state.read_frontier`): its
         reviews, their decisions, its ``run.resumed`` and any ``run.resume_failed``. The frontier row only
         says where its openings lie; a row that disagrees raises ``ProjectionDisagrees``."""
-        on_log = read_frontier(self.store.read_rows, self.store.log_id, frontier_id)
+        on_log = read_frontier(self.store.read_rows, self.store.log_id, frontier_id, reveal=True)
         claim = on_log.resumed
         return Frontier(frontier_id, on_log.reviews, claim is not None, claim=claim, replied=on_log.replied)
 
@@ -98,7 +99,11 @@ class ReviewQueries:
         query = self._pending_query(tool, agent).order_by(ReviewRow.opened_seq).limit(limit).offset(offset)
         with self.store.read_engine.connect() as conn:
             rows = conn.execute(query).all()
-        return [review_from_row(row, False) for row in rows]
+        found = [review_from_row(row, False) for row in rows]
+        if not any(review.sealed for review in found):
+            return found
+        lookup = values.lookup_for(self.store.read_rows, self.store.log_id, [r.id for r in found])
+        return [reveal_review(review, (), lookup) if review.sealed else review for review in found]
 
     def count_pending(self, *, tool: str | None = None, agent: str | None = None) -> int:
         query = self._pending_query(tool, agent).with_only_columns(func.count())

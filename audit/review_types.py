@@ -16,6 +16,7 @@ from typing import Any
 from signoff.audit import rules
 from signoff.audit.canonical import digest
 from signoff.audit.entry import parse_time
+from signoff.audit.sealing import any_sealed
 
 
 @dataclass(frozen=True)
@@ -67,21 +68,28 @@ class Policy:
     digest: str | None = None
     escalate: dict[str, Any] | None = None
     claim_seconds: float | None = None
+    private: tuple[str, ...] | None = None  # sealed logs: the args members kept beside the log (None: all)
+    retain_seconds: float | None = None  # sealed logs: how long its values are kept once it is done
 
     def to_json(self) -> dict[str, Any]:
         """As ``review.opened`` records it: the two original fields always, the others when set."""
         out: dict[str, Any] = {"role": self.role, "deadline_seconds": self.deadline_seconds}
         if self.approvals != 1:
             out["approvals"] = self.approvals
-        for key in ("name", "seq", "digest", "escalate", "claim_seconds"):
+        for key in ("name", "seq", "digest", "escalate", "claim_seconds", "retain_seconds"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.private is not None:
+            out["private"] = list(self.private)
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Policy:
         names = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in (data or {}).items() if k in names})
+        found = {k: v for k, v in (data or {}).items() if k in names}
+        if isinstance(found.get("private"), list):
+            found["private"] = tuple(found["private"])
+        return cls(**found)
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,12 @@ class Review:
     claim: tuple[str, str] | None = None  # (reviewer, until): "I'm on it"
     round_payload: Any = None  # the answer the round's first approval gave (its later ones must give it too)
     resume_failed: str = ""  # why its call will not run (a run.resume_failed names it), if one does
+    # Sealed logs (SPEC.md "Values beside the log"): the values above are revealed from beside the log.
+    sealed: bool = False  # its entries hold commitments in place of its values
+    sealed_round_args: dict[str, Any] | None = None  # the round's args as the entries hold them (sealed)
+    round_payload_salt: str | None = None  # hex salt of the round's answer (a later approval reuses it)
+    erasures: tuple[tuple[str, str, str], ...] = ()  # (at, by, reason) of each data.erased naming it
+    erased: frozenset[str] = frozenset()  # the commitments erased (their values are gone)
 
     @property
     def approvals_needed(self) -> int:
@@ -183,6 +197,8 @@ def review_from_row(row: Any, resumed: bool) -> Review:
         escalated_role=data.get("escalated_role"),
         claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,
         round_payload=progress.get("payload") if row.status == "pending" else None,
+        sealed=any_sealed(data["call"]),
+        sealed_round_args=(progress.get("args") or call.args) if row.status == "pending" else None,
     )
 
 

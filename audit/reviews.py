@@ -19,9 +19,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlmodel import col
 
-from signoff.audit import decision, rules
+from signoff.audit import decision, rules, sealing, values
 from signoff.audit.canonical import check, digest
-from signoff.audit.decided import review_from_entries
+from signoff.audit.decided import reveal_review, review_from_entries
 from signoff.audit.entry import Entry, check_actor, format_time
 from signoff.audit.errors import (
     DuplicateReview,
@@ -36,7 +36,7 @@ from signoff.audit.errors import (
 from signoff.audit.keys import Signer
 from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
 from signoff.audit.log_state import FrontierOnLog, alarm, read_frontier, read_review_in
-from signoff.audit.review_policies import ReviewPolicies, check_policies, effective
+from signoff.audit.review_policies import ReviewPolicies, check_policies
 from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, ReviewQueries
 from signoff.audit.review_types import (
     CallSpec,
@@ -165,6 +165,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
                     f"{call.confirmation_id!r} already at calls[{first}]"
                 )
         frontier_id = "fr_" + secrets.token_hex(8)
+        shown: dict[str, tuple[bytes, Any]] = {}  # the values kept, to reveal the reviews returned
 
         def work(tx: Tx) -> list[Entry]:
             for index, (call, _json, _policy) in enumerate(bodies):
@@ -176,10 +177,13 @@ class ReviewService(ReviewQueries, ReviewPolicies):
                         f"{duplicate[0]} for {call.confirmation_id!r} in session {call.session!r}"
                     )
             first_seq, first_entry = tx.size, len(tx.appended)
-            for call, call_json, given in bodies:
+            for call, plain_json, given in bodies:
                 # The log's policy for the tool (an admin's policy.set), read in this transaction, governs.
-                policy = effective(given, self._in_force(tx, call.tool))
+                policy = self._opening_policy(tx, given, call.tool)
                 review_id = "rv_" + secrets.token_hex(8)
+                call_json, kept = (
+                    sealing.seal_call(plain_json, policy.private) if tx.rules.sealed_values else (plain_json, [])
+                )
                 deadline = (
                     format_time(tx.now + timedelta(seconds=policy.deadline_seconds))
                     if policy.deadline_seconds is not None
@@ -193,6 +197,8 @@ class ReviewService(ReviewQueries, ReviewPolicies):
                     "deadline": deadline,
                 }
                 opened = tx.append(actor, "review.opened", body, self._signature(tx, actor, "review.opened", body))
+                values.keep(tx.rows, tx.log, review_id, kept)
+                shown.update({item.commitment: (item.salt, item.value) for item in kept})
                 tx.rows(
                     _INSERT_REVIEW_SQL,
                     review_id, tx.log, frontier_id, "pending", call.tool, call.agent, call.app, call.session,
@@ -206,7 +212,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         written = self.store.transact(work)
         ids = [str(item.body["review"]) for item in written if item.kind == "review.opened"]
         own = {rid: [item for item in written if item.body.get("review") == rid] for rid in ids}
-        reviews = tuple(review_from_entries(rid, own[rid], False) for rid in ids)
+        reviews = tuple(review_from_entries(rid, own[rid], False, lookup=shown.get) for rid in ids)
         return Frontier(frontier_id, reviews, False)
 
     # -- deciding ----------------------------------------------------------------------
@@ -222,7 +228,8 @@ class ReviewService(ReviewQueries, ReviewPolicies):
     ) -> Review:
         """One decision in one transaction: rules 1-4, then the person's signature over the body
         built here (``sig``, made elsewhere over :func:`signoff.audit.trust.statement`, or made
-        here by ``signer``, the reviewer's own key)."""
+        here by ``signer``, the reviewer's own key). ``make_body(state, sealer)`` builds the body; on a
+        sealed log ``sealer`` reveals the round's values and keeps the decision's new ones."""
 
         def work(tx: Tx) -> Review:
             row = self._row(tx, review_id)
@@ -231,16 +238,18 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             current = rules.check_open(state, review_id)
             rules.check_decider(reviewer, decider, current)
             rules.check_deadline(current, tx.at)
-            body = make_body(current)
+            sealer = _Sealer(tx, row, review_id)
+            body = make_body(current, sealer)
             new_state, final_args = rules.decide(state, review_id, kind, reviewer, body, tx.at, decider)
             entry = tx.append(reviewer, kind, body, tx.signature(reviewer, kind, body, sig, signer or self.signer))
+            values.keep(tx.rows, tx.log, review_id, sealer.kept)
             if new_state.status == "pending":  # an approval toward a quorum: the review stays open
                 patch = body.get("patch") if kind == "review.edited" else None
                 data = rules.progress_data(json.loads(row.data), new_state, reviewer, entry.seq, patch)
                 tx.rows(_PROGRESS_SQL, json.dumps(data), row.id)
-                return closed_review(row, {"data": json.dumps(data)})
+                return sealer.shown(closed_review(row, {"data": json.dumps(data)}))
             closed = self._close(tx, row, entry, new_state.status, final_args, new_state.final_digest)
-            return closed_review(row, closed)
+            return sealer.shown(closed_review(row, closed))
 
         return self.store.transact(work)
 
@@ -254,17 +263,22 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
         round: int | None = None,
+        payload_salt: str | None = None,
     ) -> Review:
         """Approve the args as opened, or as the round's edit left them (``review.approved``); ``payload``
         answers the tool's own question. ``round``: the round the person saw; a review edited since is
-        refused (:class:`StaleRound`), in the same transaction."""
+        refused (:class:`StaleRound`), in the same transaction. ``payload_salt`` (hex): on a sealed log,
+        the salt the signer sealed ``payload`` with (:func:`signoff.audit.decision.prepare_approve`);
+        by default the round's earlier answer's salt, or a new one."""
         bounded_text(rationale, "$.rationale")
         if payload is not None:
             bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
+        salt = sealing.salts_from_hex({"payload_salt": payload_salt}, "$")["payload_salt"] if payload_salt else None
 
-        def body(state: rules.ReviewState) -> dict[str, Any]:
+        def body(state: rules.ReviewState, sealer: _Sealer) -> dict[str, Any]:
             _check_round(review_id, state, round)
-            return decision.approve_body(review_id, state.args_digest, rationale, payload, _round_of(state))
+            answer = sealer.payload(payload, salt, state.round_payload)
+            return decision.approve_body(review_id, state.args_digest, rationale, answer, _round_of(state))
 
         return self._decide(review_id, "review.approved", reviewer, body, sig, signer)
 
@@ -279,21 +293,33 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
         round: int | None = None,
+        salts: dict[str, str] | None = None,
+        payload_salt: str | None = None,
     ) -> Review:
-        """Approve patched args (``review.edited``): the RFC 6902 patch is stored exactly as given, and
-        applies to the round's args. ``round``: as for :meth:`approve`."""
+        """Approve patched args (``review.edited``): the RFC 6902 patch applies to the round's args.
+        ``round``: as for :meth:`approve`. On a log that keeps values in its entries the patch is stored
+        exactly as given; on a sealed log the entry records whole top-level members replaced, each
+        changed private value by a new commitment (:func:`signoff.audit.sealing.edit_patch`), with the
+        ``salts`` (hex, per member) the signer used (:func:`signoff.audit.decision.prepare_edit`)."""
         bounded_patch(patch)
         bounded_text(rationale, "$.rationale")
         if payload is not None:
             bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
+        given = sealing.salts_from_hex(salts) if salts is not None else None
+        salt = sealing.salts_from_hex({"payload_salt": payload_salt}, "$")["payload_salt"] if payload_salt else None
 
-        def body(state: rules.ReviewState) -> dict[str, Any]:
+        def body(state: rules.ReviewState, sealer: _Sealer) -> dict[str, Any]:
             _check_round(review_id, state, round)
             assert state.args is not None
-            result = rules.patched_args(state.args, patch)
+            plain = sealer.args(state.args)
+            result = rules.patched_args(plain, patch)
             bounded(result, "$.args", MAX_ARGS_BYTES)
             check_args(state.schema, result)
-            return decision.edit_body(review_id, patch, result, rationale, payload, _round_of(state))
+            answer = sealer.payload(payload, salt, None)
+            if not sealer.sealed:
+                return decision.edit_body(review_id, patch, result, rationale, answer, _round_of(state))
+            recorded, final = sealer.edit(state.args, plain, result, given)
+            return decision.edit_body(review_id, recorded, final, rationale, answer, _round_of(state))
 
         return self._decide(review_id, "review.edited", reviewer, body, sig, signer)
 
@@ -311,7 +337,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             raise MissingReason(f"reason: expected a non-empty reason for the rejection, found {reason!r}")
         bounded_text(reason, "$.reason")
 
-        def body(_state: rules.ReviewState) -> dict[str, Any]:
+        def body(_state: rules.ReviewState, _sealer: _Sealer) -> dict[str, Any]:
             return decision.reject_body(review_id, reason)
 
         return self._decide(review_id, "review.rejected", reviewer, body, sig, signer)
@@ -407,7 +433,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         entry written instead is ``run.resume_failed`` naming the review: the call is then never run
         again, by any later pass (the caller checks the returned entry's kind)."""
         check_actor(actor)
-        found = digest(args)
+        plain_digest = digest(args)
         outcome = result_fields(result) if result is not None else {}
 
         def work(tx: Tx) -> Entry:
@@ -415,6 +441,14 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             if row is None:
                 raise UnknownReview(review_id)
             review, on_log = read_review_in(tx.rows, tx.log, review_id, row.frontier or None, pending=tx.appended)
+            found, kept, body_outcome = plain_digest, [], outcome
+            if review.sealed:  # the args it ran with, sealed under the salts of the decided ones (sealing.py)
+                lookup = values.lookup_for(tx.rows, tx.log, [review_id])
+                decided = review.final_args if review.final_args is not None else review.call.args
+                found = digest(sealing.reseal_like(args, decided, lookup))
+                if outcome:
+                    preview = sealing.seal(outcome["result_preview"])
+                    kept, body_outcome = [preview], {"result_preview": preview.commitment}
             resumed_seq = on_log.resumed.seq if on_log is not None and on_log.resumed is not None else None
             state = _log_state(review)
             _compare_review(row, state)
@@ -435,8 +469,9 @@ class ReviewService(ReviewQueries, ReviewPolicies):
                 return tx.append(
                     actor, "run.resume_failed", failed, self._signature(tx, actor, "run.resume_failed", failed)
                 )
-            body = {"review": review_id, "args_digest": found, **outcome}
+            body = {"review": review_id, "args_digest": found, **body_outcome}
             entry = tx.append(actor, "tool.executed", body, self._signature(tx, actor, "tool.executed", body))
+            values.keep(tx.rows, tx.log, review_id, kept)
             tx.conn.execute(update(ReviewRow).where(ReviewRow.id == review_id).values(executed_seq=entry.seq))  # type: ignore[arg-type]
             return entry
 
@@ -465,7 +500,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         check_actor(actor)
         if not actor.startswith(("agent:", "service:")):
             raise NotAllowed(f"actor: expected an agent: or service: actor, found {actor!r}")
-        body = {"frontier": frontier_id, "text": str(text)[:MAX_REPLY]}
+        said = str(text)[:MAX_REPLY]
 
         def work(tx: Tx) -> Entry:
             front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
@@ -475,7 +510,11 @@ class ReviewService(ReviewQueries, ReviewPolicies):
                 e.kind == "run.replied" and e.body.get("frontier") == frontier_id for e in tx.appended
             )  # committed, or earlier in this (group) transaction
             rules.reply(frontier_id, front.resumed_seq, replied=replied)
-            return tx.append(actor, "run.replied", body, self._signature(tx, actor, "run.replied", body))
+            kept = [sealing.seal(said)] if tx.rules.sealed_values else []
+            body = {"frontier": frontier_id, "text": kept[0].commitment if kept else said}
+            entry = tx.append(actor, "run.replied", body, self._signature(tx, actor, "run.replied", body))
+            values.keep(tx.rows, tx.log, frontier_id, kept)  # the frontier's: erased with any of its reviews
+            return entry
 
         return self.store.transact(work)
 
@@ -486,7 +525,8 @@ _REPLIED_SQL = "SELECT seq FROM signoff_entry WHERE subject = ? AND log = ? AND 
 
 
 def result_fields(result: Any) -> dict[str, str]:
-    """``result_digest`` (of its canonical JSON, or of its text when it is not JSON) and a preview."""
+    """``result_digest`` (of its canonical JSON, or of its text when it is not JSON) and a preview; on a
+    sealed log only the preview, sealed (an unsalted digest of a result would let its values be guessed)."""
     try:
         check(result)
         text = json.dumps(result, ensure_ascii=False, sort_keys=True)
@@ -558,3 +598,80 @@ def _check_round(review_id: str, state: rules.ReviewState, seen: int | None) -> 
 def _round_of(state: rules.ReviewState) -> int | None:
     """The round a decision names: only on reviews that need several people (their bodies say which)."""
     return state.round if state.approvals_needed > 1 else None
+
+
+class _Sealer:
+    """A decision's values on a sealed log, in its transaction: the round's revealed (and checked),
+    the new ones sealed and kept; on a log that keeps values in its entries, it passes them through."""
+
+    def __init__(self, tx: Tx, row: Any, review_id: str) -> None:
+        self.sealed = tx.rules.sealed_values and row is not None
+        self.review_id = review_id
+        self.kept: list[sealing.Kept] = []
+        self._private = Policy.from_json(json.loads(row.data).get("policy")).private if row is not None else None
+        self._memo: dict[str, tuple[bytes, Any]] = {}
+        self._tx = tx
+        self._lookup: sealing.Lookup | None = None if self.sealed else values.none
+
+    def get(self, commitment: str) -> tuple[bytes, Any] | None:
+        found = self._memo.get(commitment)
+        if found is None:
+            if self._lookup is None:  # read the review's values once, when first needed
+                self._lookup = values.lookup_for(self._tx.rows, self._tx.log, [self.review_id])
+            found = self._lookup(commitment)
+            if found is not None:
+                self._memo[commitment] = found
+        return found
+
+    def args(self, sealed_args: dict[str, Any]) -> dict[str, Any]:
+        if not self.sealed:
+            return sealed_args
+        try:
+            return sealing.reveal_args(sealed_args, self.get, f"review {self.review_id}: args")
+        except sealing.ValueProblem as exc:
+            raise ExecutionMismatch(str(exc)) from None
+
+    def payload(self, payload: Any, salt: bytes | None, round_payload: Any) -> Any:
+        """The answer as the entry holds it: sealed with ``salt``, or the salt of the round's earlier
+        answer (so that the same answer gives the same commitment), or a new one."""
+        if not self.sealed or payload is None:
+            return payload
+        if salt is None and sealing.is_commitment(round_payload):
+            earlier = self.get(round_payload)
+            salt = earlier[0] if earlier is not None else None
+        item = sealing.seal(payload, salt)
+        if item.commitment == round_payload:  # the round's answer again: its value is kept already
+            return item.commitment
+        return self._keep(item)
+
+    def edit(
+        self,
+        round_sealed: dict[str, Any],
+        round_plain: dict[str, Any],
+        result: dict[str, Any],
+        salts: dict[str, bytes] | None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The patch a sealed edit records, and the sealed args it gives."""
+        if salts is None:
+            salts = {name: sealing.new_salt() for name in [*result, sealing.WHOLE]}
+        try:
+            recorded, kept = sealing.edit_patch(round_plain, result, round_sealed, self._private, salts)
+        except sealing.ValueProblem as exc:
+            raise InvalidEntry(str(exc)) from None
+        for item in kept:
+            self._keep(item)
+        return recorded, rules.patched_args(round_sealed, recorded)
+
+    def _keep(self, item: sealing.Kept) -> str:
+        if self.get(item.commitment) is not None:  # a salt used again: one value, one commitment, one row
+            raise InvalidEntry(
+                f"salts: expected a fresh salt for each new value of review {self.review_id}, found one that gives "
+                "a commitment the review holds already"
+            )
+        self.kept.append(item)
+        self._memo[item.commitment] = (item.salt, item.value)
+        return item.commitment
+
+    def shown(self, review: Review) -> Review:
+        """The review returned to the caller, its values revealed."""
+        return reveal_review(review, (), self.get) if self.sealed else review

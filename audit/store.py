@@ -134,6 +134,7 @@ class Store(LogTree):
         admin: str = "admin:root",
         signed_decisions: bool = True,
         origin: str | None = None,
+        sealed_values: bool = True,
     ) -> LogInfo:
         """Create the log, its Ed25519 key and a separate administrator's key (PEM files, mode 0600,
         never in the database; DESIGN.md "Who holds which key").
@@ -142,6 +143,9 @@ class Store(LogTree):
         whether decisions must be signed, and the first admin's key (``admin_key``; by default
         ``<log key's name>.admin<suffix>`` beside it). Both are signed by the log key. ``origin`` names the
         log in its C2SP checkpoints (a schema-less URL; default ``signoff.invalid/<log id>``).
+        ``sealed_values`` (the default): reviews keep their personal data beside the log, under
+        commitments, so that it can be erased (:mod:`signoff.audit.sealing`); ``False`` keeps it in the
+        entries, as logs made before did (it can then never be erased).
         """
         if origin is not None:
             check_origin(origin)
@@ -168,7 +172,10 @@ class Store(LogTree):
             rules = LogRules(log_id)
             drafts = [
                 ("key.enrolled", {"actor": log_actor, "key": signer.public, "alg": "Ed25519"}),
-                ("log.configured", configured_body(signed_decisions, admin, admin_signer.public, origin)),
+                (
+                    "log.configured",
+                    configured_body(signed_decisions, admin, admin_signer.public, origin, sealed_values=sealed_values),
+                ),
             ]
             rows: list[tuple[Any, ...]] = []
             prev = entries.ZERO_HASH

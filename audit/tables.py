@@ -120,3 +120,18 @@ class KeyRow(SQLModel, table=True):
     actor: str = Field(primary_key=True)  # one key may be enrolled for several actors (the log and its service)
     public_key: str
     enrolled_seq: int
+
+
+class ValueRow(SQLModel, table=True):
+    """A value beside the log (:mod:`signoff.audit.sealing`): what a commitment in an entry stands for.
+    ``owner`` is the review (or, for a reply, the frontier) whose entry holds the commitment; erasing
+    deletes the row, and a ``data.erased`` entry on the log says so."""
+
+    __tablename__ = "signoff_value"
+    __table_args__ = (Index("ix_signoff_value_owner", "log", "owner"),)
+
+    log: str = Field(primary_key=True)
+    commitment: str = Field(primary_key=True)
+    owner: str
+    salt: str  # hex, 32 bytes
+    value: str = Field(sa_column=Column(Text, nullable=False))  # RFC 8785 text

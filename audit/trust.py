@@ -48,6 +48,8 @@ DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
 ENROLMENT = frozenset({"reviewer.enrolled", "reviewer.disabled", "key.enrolled", "key.revoked"})
 WITNESS_KINDS = frozenset({"witness.added", "witness.removed", "witness.quorum"})
 ADMIN_KINDS = ENROLMENT | {"policy.set"} | WITNESS_KINDS  # what only an admin writes (a key by code aside)
+ERASED = "data.erased"  # values beside the log deleted (audit erase, retention); never an entry rewritten
+RETENTION = "retention"  # the reason of an erasure that a retention policy made
 LOG_KINDS = frozenset({"key.enrolled", "log.configured", "log.checkpoint", "log.cosigned"})
 ALGORITHMS = (ed25519.ALG, webauthn.ALG)
 
@@ -60,6 +62,7 @@ class LogRules:
     version: int = 1
     signed_decisions: bool = False
     configured_origin: str | None = None  # log.configured's origin (logs made since C2SP checkpoints)
+    sealed_values: bool = False  # log.configured's "values": "sealed" (logs made since values beside the log)
 
     @property
     def log_actor(self) -> str:
@@ -90,13 +93,22 @@ class LogRules:
                 check_origin(origin)
             except ValueError as exc:
                 raise NotAllowed(f"body.origin: {exc}") from None
-        return cls(log, RULES_VERSION, decisions == "signed", origin)
+        values = body.get("values", "in-entries")
+        if values not in ("sealed", "in-entries"):
+            raise NotAllowed(f"body.values: expected 'sealed' or 'in-entries', found {values!r}")
+        return cls(log, RULES_VERSION, decisions == "signed", origin, values == "sealed")
 
 
 def configured_body(
-    signed_decisions: bool, admin_actor: str, admin_public: str, origin: str | None = None
+    signed_decisions: bool,
+    admin_actor: str,
+    admin_public: str,
+    origin: str | None = None,
+    *,
+    sealed_values: bool = False,
 ) -> dict[str, Any]:
-    """The body of entry 1 on a new log; ``origin`` names the log in its C2SP checkpoints."""
+    """The body of entry 1 on a new log; ``origin`` names the log in its C2SP checkpoints;
+    ``sealed_values``: personal data lives beside the log, under commitments (:mod:`.sealing`)."""
     body: dict[str, Any] = {
         "rules": RULES_VERSION,
         "decisions": "signed" if signed_decisions else "unsigned-allowed",
@@ -104,6 +116,8 @@ def configured_body(
     }
     if origin is not None:
         body["origin"] = check_origin(origin)
+    if sealed_values:
+        body["values"] = "sealed"
     return body
 
 
@@ -294,6 +308,16 @@ def check_authority(
         return
     if kind in ("log.configured", "log.checkpoint", "log.cosigned"):
         raise NotAllowed(f"actor: expected {rules.log_actor} for {kind}, found {actor}")
+    if kind == ERASED:
+        # an admin erases for any reason (signed with the admin key); a service only what a retention
+        # policy made due (audit verify checks that each value it names was)
+        retention = body.get("reason") == RETENTION and actor.startswith(("service:", "agent:"))
+        if not retention and not (actor.startswith("admin:") and actor_keyed):
+            raise NotAllowed(
+                f"actor: expected an admin: actor signing with an enrolled admin key for {kind} (or a service: "
+                f"actor with reason {RETENTION!r}), found {actor!r}"
+            )
+        return
     if kind not in ADMIN_KINDS:
         return
     if rules.version < RULES_VERSION:

@@ -13,16 +13,29 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 import orjson
 
-from signoff.audit import c2sp, merkle, policies, rules, trust
+from signoff.audit import c2sp, merkle, policies, rules, sealing, trust, value_ledger
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
-from signoff.audit.entry import ACTOR, DECISIONS, KINDS, TIME, ZERO_HASH, format_hash, subject_of
+from signoff.audit.entry import (
+    ACTOR,
+    DECISIONS,
+    KINDS,
+    TIME,
+    ZERO_HASH,
+    format_hash,
+    format_time,
+    parse_time,
+    subject_of,
+)
 from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
+from signoff.audit.schema import check_args
+from signoff.audit.value_ledger import ValueLedger
 
 
 @dataclass
@@ -37,6 +50,7 @@ class ReviewFacts:
     executed_seq: int | None = None
     data_digest: str | None = None  # digest of the projection's data once closed
     simple: bool = False  # the opening entry took parse_canonical's fast path (no floats, no astral chars)
+    retain_until: str | None = None  # sealed logs: when a retention policy lets its values be erased
 
     @property
     def decided_seq(self) -> int | None:
@@ -77,6 +91,12 @@ class Verifier:
         self.review_sum = 0
         self.frontier_sum = 0
         self._simple = False
+        # Sealed logs (signoff.audit.value_ledger): the commitments the entries hold, less the erased ones;
+        # when each settled review's values may be erased by retention; and, where the caller has them,
+        # the values themselves (to check again the rules that need them: auto-approval rules, schemas).
+        self.ledger = ValueLedger()
+        self.retention: dict[int | str, str] = {}
+        self.values: sealing.Lookup | None = None
 
     # -- one entry -------------------------------------------------------------------
 
@@ -299,6 +319,8 @@ class Verifier:
     # -- the review rules -----------------------------------------------------------
 
     def _settle_review(self, facts: ReviewFacts) -> None:
+        if facts.retain_until is not None:
+            self.retention[_small(facts.state.id)] = facts.retain_until
         if self.keep_all:
             return
         self.review_sum += row_hash(review_tuple(facts))
@@ -328,13 +350,25 @@ class Verifier:
 
     def _apply(self, seq: int, data: dict[str, Any]) -> None:
         kind, actor, body, at = data["kind"], data["actor"], data["body"], data["at"]
-        if kind == "review.opened":
+        if self.ring.rules.sealed_values:
+            owner, held = value_ledger.held(kind, body)
+            if held and kind == "review.approved":  # the round's answer again holds no new value
+                facts = self.reviews.get(str(body.get("review")))
+                if facts is not None and facts.state.round_payload is not None:
+                    held = [c for c in held if c != facts.state.round_payload]
+            if held:
+                self.ledger.hold(owner, held)
+        if kind == trust.ERASED:
+            self._erased(seq, actor, body, at)
+        elif kind == "review.opened":
             self._open(seq, actor, body, at)
         elif kind in DECISIONS:
             rid = str(body.get("review"))
             facts = self._review(rid)
             decider = self.reviewers.get(actor)
             state, final_args = rules.decide(facts.state if facts else None, rid, kind, actor, body, at, decider)
+            if kind == "review.edited" and facts is not None and state.args is not None:
+                self._sealed_schema(seq, rid, facts.state.schema, state.args)
             if state.status == "pending":  # one approval toward the policy's quorum
                 assert facts is not None and facts.opened is not None
                 patch = body.get("patch") if kind == "review.edited" else None
@@ -432,6 +466,8 @@ class Verifier:
             raise VerificationFailed(seq, "args digest", args_digest, str(call.get("args_digest")))
         policy = body.get("policy") or {}
         self._check_opened_policy(seq, str(call.get("tool")), policy)
+        if self.ring.rules.sealed_values:
+            _check_sealed_call(seq, review_id, call, policy.get("private"))
         state = rules.ReviewState(
             id=review_id,
             frontier=frontier_id,
@@ -449,7 +485,15 @@ class Verifier:
             seq, at,
             call["args_digest"], body.get("deadline"),
         )  # fmt: skip
-        self.reviews[review_id] = ReviewFacts(state, frontier_id, rules.opened_data(body), fixed, simple=self._simple)
+        retain = policy.get("retain_seconds")
+        until = (
+            format_time(parse_time(at) + timedelta(seconds=float(retain)))
+            if isinstance(retain, int | float) and self.ring.rules.sealed_values
+            else None
+        )
+        self.reviews[review_id] = ReviewFacts(
+            state, frontier_id, rules.opened_data(body), fixed, simple=self._simple, retain_until=until
+        )
         front = self.frontiers.get(frontier_id)
         if _small(frontier_id) in self.closed_frontiers:
             raise VerificationFailed(seq, "review rule 5", "a frontier opened in one transaction", frontier_id)
@@ -484,6 +528,10 @@ class Verifier:
                 ("deadline_seconds", in_force.deadline_seconds is None
                  or policy.get("deadline_seconds") == in_force.deadline_seconds),
                 ("escalate", policy.get("escalate") == in_force.escalate),
+                ("private", not self.ring.rules.sealed_values
+                 or policy.get("private") == (list(in_force.private) if in_force.private is not None else None)),
+                ("retain_seconds", not self.ring.rules.sealed_values
+                 or policy.get("retain_seconds") == policies.retention_for(self.policies, tool)),
             )
             if not ok
         ]  # fmt: skip
@@ -491,6 +539,49 @@ class Verifier:
             raise VerificationFailed(
                 seq, "review policy", f"the terms of policy {in_force.name}", f"other {', '.join(weaker)}"
             )
+
+    def _erased(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
+        """``data.erased``: values of a settled review (and its frontier's reply) deleted from beside the
+        log, on a sealed log only; by retention only once the review's policy lets them go."""
+        if not self.ring.rules.sealed_values:
+            raise VerificationFailed(
+                seq, "data.erased", "a log with sealed values", "a log that keeps values in entries"
+            )
+        value_ledger.check_erased_body(seq, body)
+        review_id = str(body["review"])
+        if not self._done(review_id):
+            raise VerificationFailed(seq, "data.erased", f"review {review_id} done (decided and run, or closed)",
+                                     "a review still open, still to run, or unknown")  # fmt: skip
+        if body.get("reason") == trust.RETENTION:
+            until = self.retention.get(_small(review_id))
+            if until is None or at < until:
+                raise VerificationFailed(
+                    seq, "data.erased (retention)", f"review {review_id}'s retention to have passed ({until})", at
+                )
+        self.ledger.erase(review_id, value_ledger.erased_by(body))
+
+    def _done(self, review_id: str) -> bool:
+        """Settled: closed without running, run, or failed (folded away, or kept with ``keep_all``)."""
+        if _small(review_id) in self.closed_reviews:
+            return True
+        facts = self.reviews.get(review_id)
+        if facts is None:
+            return False
+        state = facts.state
+        return state.status in rules.FINAL and (state.status not in rules.RUNNABLE or state.executed or state.failed)
+
+    def _sealed_schema(self, seq: int, review_id: str, schema: Any, sealed_args: dict[str, Any]) -> None:
+        """An edit's args on a sealed log meet the tool's schema, checked where the values are at hand."""
+        if schema is None or self.values is None or not sealing.commitments_in(sealed_args):
+            return
+        try:
+            plain = sealing.reveal_args(sealed_args, self.values, f"review {review_id}")
+        except sealing.ValueProblem:
+            return  # erased (or missing: the values pass names it)
+        try:
+            check_args(schema, plain)
+        except ReviewError as exc:
+            raise VerificationFailed(seq, "edited args (tool schema)", "args the schema allows", str(exc)) from None
 
     def _auto_approved(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
         """``review.auto_approved``: the rule of the policy in force, evaluated again on the recorded
@@ -508,6 +599,7 @@ class Verifier:
         tool = str(call.get("tool"))
         in_force = policies.in_force(self.policies, tool)
         needed, why = True, "no policy is in force"
+        sealed = self.ring.rules.sealed_values
         if in_force is not None:
             inputs = policies.rule_inputs(
                 in_force, args=call["args"], tool=tool, agent=str(call.get("agent")), app=str(call.get("app")),
@@ -515,8 +607,26 @@ class Verifier:
             )  # fmt: skip
             if body.get("inputs") != inputs:
                 raise VerificationFailed(seq, "auto-approval inputs", "the call's own args and names", "others")
-            needed, why = policies.needs_person(in_force, inputs)
-        rules.auto_approve(in_force, body.get("policy"), needed, why)
+            plain = self._revealed(call["args"], review_id) if sealed else call["args"]
+            if plain is None:  # its values are not at hand (erased, or no values file): checked when written
+                needed, why = False, "checked at write time"
+            else:
+                needed, why = policies.needs_person(in_force, {**inputs, "args": plain})
+        named = body.get("policy")
+        if sealed and isinstance(named, dict):
+            retain = policies.retention_for(self.policies, tool)
+            if named.get("retain_seconds") != retain:
+                raise VerificationFailed(
+                    seq, "review policy", f"retain_seconds {retain}", repr(named.get("retain_seconds"))
+                )
+            named = {k: v for k, v in named.items() if k != "retain_seconds"}
+            _check_sealed_call(
+                seq,
+                review_id,
+                call,
+                list(in_force.private) if in_force is not None and in_force.private is not None else None,
+            )
+        rules.auto_approve(in_force, named, needed, why)
         state = rules.ReviewState(
             review_id, "", tool, "auto_approved", None, args_digest, None, None, final_digest=args_digest
         )
@@ -628,10 +738,36 @@ class Verifier:
         if state.status not in rules.RUNNABLE:
             self._settle_review(facts)
 
+    def _revealed(self, sealed_args: dict[str, Any], review_id: str) -> dict[str, Any] | None:
+        if self.values is None:
+            return None
+        try:
+            return sealing.reveal_args(sealed_args, self.values, f"review {review_id}")
+        except sealing.ValueProblem:
+            return None
+
     # -- the end ----------------------------------------------------------------------
 
     def root(self) -> str:
         return format_hash(self.compact.root())
+
+
+def _check_sealed_call(seq: int, review_id: str, call: dict[str, Any], private: Any) -> None:
+    """On a sealed log a call's private args members, its question, hint and excerpts are commitments."""
+    args = call.get("args") or {}
+    clear = [] if sealing.sealed_whole(args) else [
+        name for name, value in args.items()
+        if (private is None or name in private) and not sealing.is_commitment(value)
+    ]  # fmt: skip
+    if call.get("payload") is not None and not sealing.is_commitment(call.get("payload")):
+        clear.append("payload")
+    if call.get("hint") and not sealing.is_commitment(call.get("hint")):
+        clear.append("hint")
+    clear += [f"context.{k}" for k, v in (call.get("context") or {}).items() if not sealing.is_commitment(v)]
+    if clear:
+        raise VerificationFailed(
+            seq, "sealed values", f"review {review_id}: commitments for its private values", f"{clear} in clear"
+        )
 
 
 def _small(identifier: str) -> int | str:

@@ -179,6 +179,7 @@ def verify_store(
         stop = info.size
         start = 0
         verifier = Verifier()
+        verifier.values = values_lookup(store)
         if incremental and against is not None and 0 < against.size < stop and _trusted(store, against, pinned_key):
             verifier = _resume_from(store, against)
             start = against.size
@@ -211,9 +212,15 @@ def verify_store(
             except ProjectionMismatch:
                 full = Verifier()
                 full.keep_all = True
+                full.values = verifier.values
                 verify_stream(store.iter_rows(0, stop), verifier=full)
                 check_projection(store, full)
                 v = full
+            from signoff.audit import verify_values
+
+            report.notes += verify_values.check(v, verify_values.store_rows(store), verify_values.entries_of(store))
+        elif v.ring.rules.sealed_values:
+            report.notes.append("values beside the log not checked: an incremental verify checks only new entries")
         if witnesses:
             report.witnessed = _witnessed(store, v, witnesses, quorum, online, fetch)
         report.ok = True
@@ -396,24 +403,57 @@ def verify_file(
     progress: Progress | None = None,
     pinned_key: str | None = None,
     jobs: int | None = None,
+    values: Path | None = None,
 ) -> Report:
-    """Verify an exported JSONL log offline, with no database (``jobs``: as :func:`verify_store`)."""
+    """Verify an exported JSONL log offline, with no database (``jobs``: as :func:`verify_store`).
+    ``values``: the values file of a sealed log (default ``FILE.values.jsonl`` beside it, if there is
+    one); without one, the commitments still bind the entries and the values are reported not at hand."""
     report = Report(ok=False, log=None, size=0, root=None)
+    values = values if values is not None else values_file_for(path)
     try:
         big = path.exists() and path.stat().st_size >= verify_parallel.MIN_PARALLEL * 300  # ~300+ bytes an entry
         jobs = (env_jobs() if jobs is None else jobs) if big else 1
-        v, _ = verify_stream(read_jsonl(path), against=against, progress=progress, jobs=jobs)
+        verifier = Verifier()
+        rows = None
+        if values is not None and values.exists():
+            from signoff.audit import verify_values
+
+            rows = verify_values.file_rows(values)
+            verifier.values = verify_values.lookup_from(rows)
+        v, _ = verify_stream(read_jsonl(path), against=against, progress=progress, jobs=jobs, verifier=verifier)
         report.log, report.size = v.log, v.expected_seq
         if report.size == 0:
             raise UnusableInput(f"{path}: expected at least one entry, found an empty file")
         if pinned_key is not None and v.log_key != pinned_key:
             raise VerificationFailed(0, "log key", pinned_key, str(v.log_key))
+        if v.ring.rules.sealed_values and rows is not None:
+            from signoff.audit import verify_values
+
+            raws = (raw for _seq, _hash, raw, _nodes, _cols in read_jsonl(path))
+            report.notes += verify_values.check(v, rows, raws)
+        elif v.ring.rules.sealed_values:
+            report.notes.append(
+                f"values not at hand (no values file): {v.ledger.commitments} commitment(s) bind the entries, "
+                "and the rules that need the values were checked when written"
+            )
         report.ok = True
         report.root = v.root()
         report.checkpoints = 1 if against is not None else 0
     except VerificationFailed as exc:
         report.failure = exc
     return report
+
+
+def values_file_for(path: Path) -> Path | None:
+    """Where ``audit export`` writes the values of a sealed log beside FILE: ``FILE.values.jsonl``."""
+    beside = path.with_name(path.name + ".values.jsonl")
+    return beside if beside.exists() else None
+
+
+def values_lookup(store: Store) -> Any:
+    from signoff.audit import values
+
+    return values.lookup_for(store.read_rows, store.log_id, [])
 
 
 def verify_tiles(

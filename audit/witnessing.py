@@ -19,7 +19,7 @@ from typing import Any
 from signoff.audit import c2sp
 from signoff.audit.c2sp import Witness
 from signoff.audit.entry import Entry
-from signoff.audit.errors import InvalidEntry, NotAllowed, StoreError
+from signoff.audit.errors import InvalidEntry, StoreError
 from signoff.audit.keys import Signer
 from signoff.audit.reader import LogReader, parse_entry
 from signoff.audit.store import Store, Tx
@@ -71,7 +71,7 @@ def last_cosigned(store: LogReader, name: str) -> Entry | None:
 
 
 def _admin_entry(store: Store, kind: str, body: dict[str, Any], admin: Signer, actor: str | None) -> Entry:
-    writer = actor or _admin_actor(store, admin)
+    writer = actor or store.admin_actor(admin)
 
     def work(tx: Tx) -> Entry:
         current = _config_in(tx)
@@ -83,18 +83,6 @@ def _admin_entry(store: Store, kind: str, body: dict[str, Any], admin: Signer, a
 
     return store.transact(work)
 
-
-def _admin_actor(store: LogReader, admin: Signer) -> str:
-    owners = [
-        str(row.actor)
-        for row in store.read_rows(
-            "SELECT actor FROM signoff_key WHERE log = ? AND fingerprint = ?", store.log_id, admin.fingerprint
-        )
-        if str(row.actor).startswith("admin:")
-    ]
-    if not owners:
-        raise NotAllowed(f"admin key: expected a key enrolled for an admin: actor, found {admin.fingerprint}")
-    return owners[0]
 
 
 def add_witness(store: Store, url: str, vkey: str, *, admin: Signer, actor: str | None = None) -> Entry:

@@ -15,7 +15,7 @@ from fastapi.staticfiles import StaticFiles
 from signoff.audit import ReviewService, open_store
 from signoff.audit.errors import AuditError, KeyFileError
 from signoff.audit.keys import read_private_key
-from signoff.desk import reqlog, web
+from signoff.desk import reqlog, retention, web
 from signoff.desk.auth import Accounts
 from signoff.desk.cache import LogCache
 from signoff.desk.context import STATIC_DIR, TEMPLATES_DIR, Desk, make_templates
@@ -48,6 +48,7 @@ def create_app(
     serve_tlog: bool = False,
     witnesses: Sequence[str] = (),
     witness_quorum: int = 1,
+    retention_every: float | None = None,
 ) -> FastAPI:
     """Build the desk for the log at ``store_url`` (made beforehand by ``audit init``).
 
@@ -67,6 +68,9 @@ def create_app(
     ``serve_tlog``: serve the log as C2SP tiles under ``/tlog/`` (desk/routes/tlog.py). ``witnesses``
     (cosignature vkeys) and ``witness_quorum``: whom the review page's receipt check trusts (by default,
     the witnesses an admin named on the log).
+
+    ``retention_every`` (seconds, on a sealed log): erase the values whose retention passed on that
+    schedule (desk/retention.py, in a thread of its own).
     """
     for text in witnesses:
         from signoff.audit.signed_note import parse_vkey
@@ -86,6 +90,7 @@ def create_app(
         svc = ReviewService(store)
     if key_path is not None:
         _check_log_key(store, Path(key_path))
+    retention.check(store, retention_every)
     engine = make_engine(store_url)
     tool_roles = ToolRoles(store)
     desk = Desk(
@@ -127,8 +132,12 @@ def create_app(
 
             publisher = Publisher(store, read_private_key(key_path))
             publishing = (publisher, *publisher.start(checkpoint_every))
+        erasing = retention.start(store, retention_every, svc.signer) if retention_every is not None else None
         yield
         warm.cancel()
+        if erasing is not None:
+            erasing[1].set()
+            erasing[0].join(10)
         if publishing is not None:
             publisher, thread, stop = publishing
             stop.set()

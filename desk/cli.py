@@ -37,6 +37,7 @@ EXAMPLES = [
     "desk demo",
 ]
 
+
 def _reviewer_id(email: str) -> str:
     email = email.strip().lower()
     return email if email.startswith("human:") else "human:" + email
@@ -133,6 +134,13 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="a witness the review page's receipt check trusts (repeatable; default: those named on the log)",
     )
     s.add_argument("--witness-quorum", type=int, default=1, metavar="K", help="how many of --witness (default 1)")
+    s.add_argument(
+        "--retention-every",
+        type=float,
+        metavar="SECONDS",
+        help="on a log with sealed values: erase the values whose policy's retention has passed, this often "
+        "(one data.erased entry each, reason 'retention'; a JSON line on stderr says what each pass did)",
+    )
     if notify:
         notify_cli.add_serve_flags(s)
 
@@ -250,6 +258,22 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         default="sqlite",
         help="ADK session service: sqlite (paused runs survive a restart) or memory (faster)",
     )
+    values = d.add_mutually_exclusive_group()
+    values.add_argument(
+        "--sealed-values",
+        dest="sealed_values",
+        action="store_const",
+        const=True,
+        help="a new demo log keeps the calls' values beside it, under salted commitments, so that `audit erase` "
+        "can erase them (the default of `audit init`); an existing demo store stays as it was made",
+    )
+    values.add_argument(
+        "--values-in-entries",
+        dest="sealed_values",
+        action="store_const",
+        const=False,
+        help="a new demo log writes the calls' values into its entries (as `audit init --values-in-entries`)",
+    )
     d.add_argument("--quiet", action="store_true")
 
     if notify:
@@ -318,6 +342,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
         serve_tlog=a.tlog,
         witnesses=a.witness,
         witness_quorum=a.witness_quorum,
+        retention_every=a.retention_every,
     )
     desk = app.state.desk
     mode = "signed decisions required" if desk.signed_decisions else "UNSIGNED decisions allowed"
@@ -432,6 +457,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
         max_open=a.max_open,
         quiet=a.quiet,
         sessions=a.sessions,
+        sealed_values=a.sealed_values,
     )
 
 

@@ -366,13 +366,15 @@ def _session_engine(path: Path) -> Any:
     return engine
 
 
-def prepare(directory: Path) -> tuple[str, Path, str | None]:
+def prepare(directory: Path, *, sealed_values: bool | None = None) -> tuple[str, Path, str | None]:
     """Create (or reopen) the demo store; return (store URL, key path, new password or None).
 
     The demo's log accepts unsigned decisions (``signed_decisions=False``), and the demo holds its
     admin key (``log.admin.key`` in the directory) to enroll its reviewer: both are fine for a demo
     on one machine, and neither is how a real desk runs (``audit init`` makes a log that requires
-    signed decisions, and the admin key stays with the administrator).
+    signed decisions, and the admin key stays with the administrator). ``sealed_values``: whether a new log
+    keeps the calls' values beside it, under commitments, or in its entries; ``None``: as ``audit init``
+    makes a log by default.
     """
     from signoff.audit import ReviewService, open_store
     from signoff.audit.errors import LogNotFound
@@ -388,7 +390,10 @@ def prepare(directory: Path) -> tuple[str, Path, str | None]:
     try:
         store.log_id  # noqa: B018
     except LogNotFound:
-        store.init_log(key, signed_decisions=False)
+        if sealed_values is None:  # as `audit init` makes a log by default
+            store.init_log(key, signed_decisions=False)
+        else:
+            store.init_log(key, signed_decisions=False, sealed_values=sealed_values)
     svc = ReviewService(store)
     accounts = Accounts(make_engine(url), store.log_id)
     password = None
@@ -451,6 +456,7 @@ def run_demo(
     max_open: int,
     quiet: bool,
     sessions: str = "sqlite",
+    sealed_values: bool | None = None,
 ) -> int:
     """Serve the demo until stopped. ``directory`` is kept; without one, a temp dir is made and removed
     again on a clean stop (Ctrl-C, SIGTERM). ``port`` ``None``: 8080 or the next free port."""
@@ -464,7 +470,7 @@ def run_demo(
     logging.getLogger("google_adk").setLevel(logging.ERROR)  # no telemetry chatter from the scripted model
     temporary = directory is None
     directory = directory or Path(tempfile.mkdtemp(prefix="signoff-demo-"))
-    url, key, password = prepare(directory)
+    url, key, password = prepare(directory, sealed_values=sealed_values)
     if password is None:
         cred = directory / "demo-credentials.txt"
         password = cred.read_text().split("\n")[1] if cred.exists() else "(unchanged; see demo-credentials.txt)"
@@ -486,6 +492,8 @@ def run_demo(
     print(f"  desk      http://{_browser_host(host)}:{port}/", flush=True)
     print(f"  sign in   {DEMO_REVIEWER[6:]}  /  {password}", flush=True)
     print(f"  store     {url}", flush=True)
+    if signoff.store.rules.sealed_values:
+        print("  values    kept beside the log, under salted commitments (erasable: `audit erase`)", flush=True)
     if temporary:
         print("            (a temp dir, removed when the demo stops; --dir DIR keeps the store)", flush=True)
     print("  NOTE      this demo log accepts UNSIGNED decisions, and the demo holds its admin key", flush=True)

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from signoff.audit import errors as E
 
+
+class ValuesDoNotMatch(E.ReviewError):
+    """The desk's rule on a sealed log: a review whose values beside the log are missing or do not match
+    their commitments (desk/reveal.py) is not approved or edited through the desk; nothing was written."""
+
+
+VALUES_WITHHELD = (
+    "This review's values beside the log do not match its record, so nothing of it is shown and it cannot be "
+    "approved or edited. Nothing was recorded. This may be tampering: tell your administrator."
+)
+
 # Most specific first; the first isinstance match wins.
 STATUS: list[tuple[type[Exception], int, str]] = [
+    (ValuesDoNotMatch, 409, VALUES_WITHHELD),
     (E.UnknownReview, 404, "No such review."),
     (E.UnknownFrontier, 404, "No such frontier."),
     (E.ReviewClosed, 409, "This review was already decided; your decision was not recorded."),

@@ -63,6 +63,14 @@ class ApprovalPublic(BaseModel):
     seq: int = Field(description="the log entry of the approval (review.approved or review.edited)")
 
 
+class ErasurePublic(BaseModel):
+    """A ``data.erased`` entry naming a review of a sealed log: its values were deleted from beside the log."""
+
+    at: str = Field(description="the entry's time")
+    by: str = Field(description="who erased them (an admin, or the service for a retention policy)")
+    reason: str = Field(description="why (`retention` when a retention policy erased them)")
+
+
 class ClaimPublic(BaseModel):
     """A reviewer's "I'm on it" (review.claimed): advice to the others, never a lock; it lapses at ``until``."""
 
@@ -113,6 +121,33 @@ class ReviewPublic(BaseModel):
         "",
         description="in a list of pending reviews: what the review's projection row says other than the log "
         "(every value here is the log's; the row raised a projection alarm), empty when they agree",
+    )
+    problem: str = Field(
+        "",
+        description="what is wrong with the review on the log (a tampered record; on a sealed log, a value beside "
+        "the log that is missing or does not match its commitment): nothing of it runs, and on a sealed log none "
+        "of its values are returned; empty when nothing is",
+    )
+    sealed: bool = Field(
+        False,
+        description="its entries hold salted commitments in place of its values (a log made with "
+        "`audit init` without `--values-in-entries`); the values here are revealed from beside the log, each checked",
+    )
+    sealed_round_args: dict[str, Any] | None = Field(
+        None,
+        description="sealed, while pending: the round's args as the entries hold them (commitments); an "
+        "approval's args_digest is their digest (`signoff.audit.decision.prepare_approve`)",
+    )
+    private: list[str] | None = Field(
+        None, description="sealed: the args members its policy keeps beside the log (null: all of them)"
+    )
+    round_payload_salt: str | None = Field(
+        None,
+        description="sealed, while pending: the hex salt of the round's first answer, which a later approval "
+        "of the round seals its answer with (send it as `payload_salt`)",
+    )
+    erasures: list[ErasurePublic] = Field(
+        [], description="sealed: each `data.erased` naming the review (its erased values stay commitments here)"
     )
 
     @classmethod
@@ -167,6 +202,12 @@ class ReviewPublic(BaseModel):
             round_args=quorum.round_args(r) if r.status == "pending" else None,
             escalated_role=getattr(r, "escalated_role", None),
             claim=_claim(r),
+            problem=getattr(r, "problem", "") or "",
+            sealed=bool(getattr(r, "sealed", False)),
+            sealed_round_args=getattr(r, "sealed_round_args", None) if r.status == "pending" else None,
+            private=list(r.policy.private) if getattr(r.policy, "private", None) is not None else None,
+            round_payload_salt=getattr(r, "round_payload_salt", None) if r.status == "pending" else None,
+            erasures=[ErasurePublic(at=at, by=by, reason=why) for at, by, why in getattr(r, "erasures", ())],
         )
 
 
@@ -196,6 +237,11 @@ class OutcomePublic(BaseModel):
     failed: bool = Field(False, description="a run.resume_failed names this call: it runs no more")
     failed_seq: int | None = None
     failed_reason: str | None = None
+    result_note: str = Field(
+        "",
+        description="sealed: why the result preview is not given (erased; missing or tampered beside the log)",
+    )
+    reply_note: str = Field("", description="sealed: why the reply is not given (as result_note)")
 
 
 class ReviewDetail(ReviewPublic):
@@ -240,6 +286,14 @@ approve's `args_digest` is the digest of `round_args`, an edit's `patch` applies
 its first. A round's later approvals must give the same `payload` as its first. A reject carries no `round`.
 With `approvals_needed` = 1 the bodies are exactly as above (no `round` key; `round_args` = the opened args).
 
+On a sealed log (`sealed` is true) the body holds commitments in place of values: an approve's `args_digest`
+is the digest of `sealed_round_args`; an edit's `patch` is the one the log records (whole top-level members
+replaced, each changed private value by a new commitment `sealed:sha256:<hex SHA-256(salt ‖ RFC 8785 of the
+value)>`), its `args_digest` that of `sealed_round_args` patched with it; an answer (`payload`) is its
+commitment. Send the 32-byte salts you chose (hex) as `salts` (one per argument, `""` for args sealed whole)
+and `payload_salt`; `signoff.audit.decision.prepare_approve` / `prepare_edit` build exactly these bodies and
+salts from the review as `ReviewService.get` returns it.
+
 The log id is `GET /api/me` → `log`. Two forms:
 
 * **Ed25519** key file: `{"key": "ed25519:<hex SHA-256 of the raw public key>", "alg": "Ed25519",
@@ -276,9 +330,16 @@ class WebAuthnSig(BaseModel):
 DecisionSig = Annotated[Ed25519Sig | WebAuthnSig, Field(discriminator="alg")]
 
 
+PAYLOAD_SALT_DOC = (
+    "sealed log: the hex salt your `payload` commitment was made with (a later approval of a round gives the "
+    "round's `round_payload_salt`); omitted: the server picks it, which a signed body cannot know beforehand"
+)
+
+
 class ApproveIn(BaseModel):
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
+    payload_salt: str | None = Field(None, max_length=64, description=PAYLOAD_SALT_DOC)
     round: int | None = Field(
         None,
         description="the round you reviewed (`round` of the review); on a review that needs several approvals, "
@@ -294,6 +355,12 @@ class EditIn(BaseModel):
     )
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
+    salts: dict[str, str] | None = Field(
+        None,
+        description='sealed log: the hex 32-byte salt of each changed argument\'s new commitment (`""` for args '
+        "sealed whole), as `signoff.audit.decision.prepare_edit` returns them",
+    )
+    payload_salt: str | None = Field(None, max_length=64, description=PAYLOAD_SALT_DOC)
     round: int | None = Field(
         None,
         description="the round you reviewed (`round` of the review); on a review that needs several approvals, "

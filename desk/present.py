@@ -114,6 +114,11 @@ def pointer(path: Any) -> str:
     return " › ".join(p.replace("~1", "/").replace("~0", "~") for p in parts) or "(the whole value)"
 
 
+def erased_in(value: Any, erased: Any) -> bool:
+    """Whether ``value`` is the commitment of a value erased from beside a sealed log (``Review.erased``)."""
+    return isinstance(value, str) and bool(erased) and value in erased
+
+
 FILTERS: dict[str, Any] = {
     "pretty": pretty,
     "iso": iso,
@@ -129,4 +134,5 @@ FILTERS: dict[str, Any] = {
     "pointer": pointer,
     "middle": middle,
     "number": summary.number,
+    "erased_in": erased_in,
 }

@@ -16,6 +16,10 @@ subject index per page (:func:`from_log`). The call (tool, args, agent, hint, sc
 reviewer's edit started, the approvals, claim and escalation all come from there; a row that says
 otherwise is marked (:attr:`Listed.disagrees`) and raises a projection alarm
 (:func:`signoff.audit.log_state.alarm`, the ``signoff_projection_alarms`` metric).
+
+On a sealed log every list reveals its reviews' values from beside the log, each checked against its
+commitment, one read per page (desk/reveal.py); a review whose values do not check is listed without
+any of them (:attr:`Listed.withheld`).
 """
 
 from __future__ import annotations
@@ -29,13 +33,16 @@ from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
-from signoff.audit.decided import review_from_entries
+from signoff.audit.decided import reveal_review, review_from_entries
 from signoff.audit.errors import UnknownReview
 from signoff.audit.log_state import alarm
 from signoff.audit.reader import parse_entry
 from signoff.audit.review_types import Review, review_from_row
+from signoff.audit.sealing import Lookup
 from signoff.audit.tables import EntryRow, FrontierRow, ReviewRow
+from signoff.desk import reveal
 from signoff.desk import summary as summaries
+from signoff.desk.reveal import own_entries
 
 SORTS = ("oldest", "deadline")
 OUTCOME_NAMES = ("approved", "edited", "rejected", "expired", "withdrawn", "auto_approved")
@@ -58,6 +65,11 @@ class Listed:
     def id(self) -> str:
         return self.review.id
 
+    @property
+    def withheld(self) -> bool:
+        """A sealed review whose values do not check (desk/reveal.py): listed without any of them."""
+        return reveal.withheld(self.review)
+
 
 @dataclass(frozen=True)
 class FrontierInfo:
@@ -79,6 +91,9 @@ class Outcome:
     reply: str | None = None
     failed_seq: int | None = None  # a run.resume_failed naming the review: its call never runs
     failed_reason: str | None = None
+    # On a sealed log, why a text is not shown ("" when it is): reveal.ERASED, MISSING or TAMPERED.
+    result_note: str = ""
+    reply_note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,13 +107,16 @@ class Outcome:
             "result_preview": self.result_preview,
             "reply": self.reply,
             "reply_seq": self.reply_seq,
+            "result_note": self.result_note,
+            "reply_note": self.reply_note,
         }
 
 
-def _listed(rows: Iterable[Any], resumed: dict[str, bool] | None = None) -> list[Listed]:
+def _listed(store: Any, rows: Sequence[Any], resumed: dict[str, bool] | None = None) -> list[Listed]:
+    found = [review_from_row(row, (resumed or {}).get(row.frontier, False)) for row in rows]
     out = []
-    for row in rows:
-        review = review_from_row(row, (resumed or {}).get(row.frontier, False))
+    for row, review in zip(rows, reveal.revealed(store, found), strict=True):
+        review = reveal.shown(review)
         # A review a reviewer changed reads as what will run (a pending round's args, an edit's), the proposal beside.
         out.append(Listed(review, summaries.of_review(review), row.executed_seq))
     return out
@@ -121,55 +139,45 @@ def _differ(row: Any, projected: Review, logged: Review) -> list[str]:
     return names
 
 
-def own_entries(store: Any, ids: Sequence[str]) -> dict[str, list[Any]]:
-    """Each review's own entries (oldest first), in one read of the subject index, each bound to its
-    review by its own body (as :func:`signoff.audit.decided.read_review` binds them)."""
-    wanted = set(ids)
-    if not wanted:
-        return {}
-    # ``log || ''`` and no ORDER BY (sorted here): the planner seeks the subject index for each id, rather than
-    # walking the (log, seq) key through the whole log.
-    query = select(col(EntryRow.raw)).where(
-        col(EntryRow.subject).in_(sorted(wanted)), col(EntryRow.log).concat("") == store.log_id
-    )
-    own: dict[str, list[Any]] = {}
-    with store.read_engine.connect() as conn:
-        for (raw,) in conn.execute(query):
-            entry = parse_entry(bytes(raw))
-            found = entry.body.get("review")
-            if isinstance(found, str) and found in wanted:
-                own.setdefault(found, []).append(entry)
-    for entries in own.values():
-        entries.sort(key=lambda e: e.seq)
-    return own
+def _logged(store: Any, ids: Sequence[str]) -> dict[str, tuple[Review, Review]]:
+    """Each review of ``ids`` as its own log entries hold it (on a sealed log, with commitments) and with its
+    values revealed and checked (the same review on a log that keeps values in its entries)."""
+    sealed: dict[str, tuple[Review, list[Any]]] = {}
+    for rid, entries in own_entries(store, ids).items():
+        try:
+            sealed[rid] = (review_from_entries(rid, entries, False), entries)
+        except (UnknownReview, KeyError, TypeError, ValueError):
+            continue
+    owners = [r.id for r, _e in sealed.values() if r.sealed]
+    look = reveal.lookup(store, owners) if owners else None
+    out = {}
+    for rid, (review, entries) in sealed.items():
+        out[rid] = (review, reveal_review(review, entries, look) if look is not None and review.sealed else review)
+    return out
 
 
 def logged_reviews(store: Any, ids: Sequence[str]) -> dict[str, Review]:
-    """The reviews ``ids`` as their own log entries tell them (:func:`own_entries`); one the log does not
-    have is missing from the answer. The frontier's resume is not read: for reviews still open."""
-    out = {}
-    for rid, entries in own_entries(store, ids).items():
-        try:
-            out[rid] = review_from_entries(rid, entries, False)
-        except (UnknownReview, KeyError, TypeError, ValueError):
-            continue
-    return out
+    """The reviews ``ids`` as their own log entries tell them (:func:`own_entries`), their values revealed
+    (desk/reveal.py); one the log does not have is missing from the answer. The frontier's resume is not
+    read: for reviews still open."""
+    return {rid: revealed for rid, (_sealed, revealed) in _logged(store, ids).items()}
 
 
 def from_log(store: Any, rows: Sequence[Any]) -> list[Listed]:
     """The pending reviews of ``rows`` (projection rows, in the page's order) as the log tells them
     (:func:`logged_reviews`). A row that disagrees with the log is marked and raises an alarm; one whose
     review is not on the log is listed as such, with none of its values."""
-    logged = logged_reviews(store, [str(row.id) for row in rows])
+    logged = _logged(store, [str(row.id) for row in rows])
     out = []
     for row in rows:
         projected = review_from_row(row, False)
-        review = logged.get(str(row.id))
-        if review is None:
+        found = logged.get(str(row.id))
+        if found is None:
             alarm("review row", f"review {row.id}: a pending row in the queue, no review.opened on the log")
             out.append(Listed(projected, summaries.summarize("", {}), row.executed_seq, UNLOGGED, unlogged=True))
             continue
-        differ = _differ(row, projected, review)
+        sealed, review = found[0], reveal.shown(found[1])
+        differ = _differ(row, projected, sealed)  # both as the entries hold them (commitments, on a sealed log)
         if differ:
             alarm("review row", f"review {row.id}: the queue row says other than the log about {', '.join(differ)}")
         note = f"the row's {', '.join(differ)} differ from the log" if differ else ""
@@ -403,7 +411,7 @@ def decided(
     if after is not None:
         keys = list(reversed(keys))
     ids = [str(k[0]) for k in keys]
-    items = _listed(_rows(store, ids))
+    items = _listed(store, _rows(store, ids))
     first, last = (keys[0][1], keys[-1][1]) if keys else (None, None)
     if after is not None:
         older = last if keys else None
@@ -477,19 +485,36 @@ def outcomes(store: Any, items: Sequence[Listed]) -> dict[str, Outcome]:
                 else:
                     for rid in entry.body.get("reviews") or []:
                         failures.setdefault(str(rid), entry)
+    sealed = [i.review for i in decided_items if i.review.sealed]
+    look = reveal.lookup(store, [*(r.id for r in sealed), *(r.frontier for r in sealed)]) if sealed else None
     out = {}
     for item in decided_items:
         fi = info.get(item.review.frontier)
         resumed = by_seq.get(fi.resumed_seq) if fi and fi.resumed_seq is not None else None
         executed = by_seq.get(item.executed_seq) if item.executed_seq is not None else None
-        out[item.id] = _outcome(resumed, executed, replies.get(item.review.frontier), failures.get(item.id))
+        reply = replies.get(item.review.frontier)
+        out[item.id] = _outcome(resumed, executed, reply, failures.get(item.id), look, item.review)
     return out
 
 
-def _outcome(resumed: Any, executed: Any, reply: Any, failed: Any = None) -> Outcome:
+def _outcome(
+    resumed: Any,
+    executed: Any,
+    reply: Any,
+    failed: Any = None,
+    look: Lookup | None = None,
+    review: Review | None = None,
+) -> Outcome:
     """An :class:`Outcome` from a review's ``run.resumed``, ``tool.executed``, ``run.replied`` and
-    ``run.resume_failed`` entries (each ``None`` when it is not on the log yet)."""
-    preview = executed.body.get("result_preview") if executed is not None else None
+    ``run.resume_failed`` entries (each ``None`` when it is not on the log yet); ``look``: the values beside
+    a sealed log, for the result preview and the reply (desk/reveal.py :func:`~signoff.desk.reveal.text`),
+    neither of which is shown for a review whose values do not check."""
+    erased = review.erased if review is not None else frozenset()
+    preview, preview_note = reveal.text(executed.body.get("result_preview") if executed else None, look, erased)
+    said, said_note = reveal.text((reply.body.get("text") or "") if reply else None, look, erased)
+    if review is not None and reveal.withheld(review):
+        preview, preview_note = (None, reveal.TAMPERED) if executed else (None, "")
+        said, said_note = (None, reveal.TAMPERED) if reply else (None, "")
     return Outcome(
         failed_seq=failed.seq if failed is not None else None,
         failed_reason=str(failed.body.get("reason") or "") if failed is not None else None,
@@ -497,9 +522,11 @@ def _outcome(resumed: Any, executed: Any, reply: Any, failed: Any = None) -> Out
         resumed_at=resumed.at if resumed else None,
         executed_seq=executed.seq if executed else None,
         executed_at=executed.at if executed else None,
-        result_preview=str(preview) if preview is not None else None,
+        result_preview=preview,
         reply_seq=reply.seq if reply else None,
-        reply=str(reply.body.get("text") or "") if reply else None,
+        reply=said if reply else None,
+        result_note=preview_note,
+        reply_note=said_note,
     )
 
 
@@ -512,15 +539,17 @@ def timeline(store: Any, review: Review) -> list[Any]:
     return sorted([*own, *about_frontier], key=lambda e: e.seq)
 
 
-def outcome_of(entries: Sequence[Any], review: Review) -> Outcome:
-    """The outcome of one review from its timeline (:func:`timeline`)."""
+def outcome_of(entries: Sequence[Any], review: Review, store: Any = None) -> Outcome:
+    """The outcome of one review from its timeline (:func:`timeline`); ``store``: where a sealed review's
+    result preview and the agent's reply are revealed from."""
     resumed = next((e for e in entries if e.kind == "run.resumed"), None)
     executed = next((e for e in entries if e.kind == "tool.executed" and e.body.get("review") == review.id), None)
     reply = next((e for e in entries if e.kind == "run.replied"), None)
     failed = next(
         (e for e in entries if e.kind == "run.resume_failed" and review.id in (e.body.get("reviews") or [])), None
     )
-    return _outcome(resumed, executed, reply, failed)
+    look = reveal.lookup(store, [review.id, review.frontier]) if store is not None and review.sealed else None
+    return _outcome(resumed, executed, reply, failed, look, review)
 
 
 def distinct(store: Any, column: str, visible: ColumnElement[bool], limit: int = 200) -> list[str]:

@@ -3,7 +3,8 @@ security headers on every response. A pure ASGI middleware, so SSE streams pass 
 
 Warnings for the operator (:func:`warn`, such as a decision whose signed page and the server's copy of
 the review differ) are JSON lines too, on the ``desk.alert`` logger, at WARNING: they reach stderr even
-under ``--quiet`` (which only silences the per-request lines)."""
+under ``--quiet`` (which only silences the per-request lines). So are the notes of the desk's scheduled
+work (:func:`note`, such as what a retention pass erased), on ``desk.note`` at INFO."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from signoff.desk.metrics import Metrics
 
 log = logging.getLogger("desk.access")
 alerts = logging.getLogger("desk.alert")
+notes = logging.getLogger("desk.note")
 
 SECURITY_HEADERS = [
     (
@@ -51,6 +53,10 @@ if not alerts.handlers:  # the operator's warnings: JSON lines on stderr, whatev
     alerts.addHandler(_Stderr(sys.stderr))
     alerts.setLevel(logging.WARNING)
     alerts.propagate = False
+if not notes.handlers:  # what the desk's scheduled work did, the same way
+    notes.addHandler(_Stderr(sys.stderr))
+    notes.setLevel(logging.INFO)
+    notes.propagate = False
 
 
 def warn(event: str, **fields: Any) -> None:
@@ -58,6 +64,12 @@ def warn(event: str, **fields: Any) -> None:
     Always written to stderr (``--quiet`` silences the per-request lines only)."""
     line = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": "warning", "event": event, **fields}
     alerts.warning(json.dumps(line, ensure_ascii=False, default=str))
+
+
+def note(event: str, **fields: Any) -> None:
+    """One JSON line for the operator on ``desk.note`` at INFO: ``{"ts", "level", "event", …fields}``."""
+    line = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": "info", "event": event, **fields}
+    notes.info(json.dumps(line, ensure_ascii=False, default=str))
 
 
 class AccessLog:

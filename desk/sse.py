@@ -20,6 +20,10 @@ Events (the page inserts their strings with ``textContent``):
 * ``resume_failed``: calls of a resumed frontier that run no more (``run.resume_failed``);
 * ``log``: the log's new size; ``bye``: this stream ends (signed out, disabled, roles changed).
 
+On a sealed log the values an event carries (an opened call's summary, a result preview, a reply) are
+revealed from beside the log and checked against their commitments (desk/reveal.py), one read per burst;
+an opened call whose values do not check carries none of them, and ``problem``.
+
 Each browser only hears about reviews its reviewer may see (desk/scope.py). A stream ends within
 half a second when its session is closed (sign-out, here or on another replica) or its reviewer
 is disabled or re-enrolled.
@@ -36,8 +40,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from signoff.audit import sealing
 from signoff.audit.entry import format_time
-from signoff.desk import queries
+from signoff.audit.sealing import Lookup
+from signoff.desk import queries, reveal
 from signoff.desk import summary as summaries
 from signoff.desk.scope import Scope, ToolRoles, entry_subject_ids
 
@@ -124,20 +130,32 @@ def _escalated_event(entry: Any, review: Any) -> dict[str, Any]:
                 "deadline": format_time(review.deadline) if review.deadline is not None else None,
                 "needed": int(review.approvals_needed),
                 **summaries.of_review(review).to_json(),
+                **({"problem": True} if reveal.withheld(review) else {}),
             }
         )
     return ev
 
 
-def event_of(entry: Any, review: Any = None) -> dict[str, Any] | None:
+def _opened_call(call: dict[str, Any], look: Lookup | None, review_id: Any) -> tuple[dict[str, Any], str]:
+    """An opened call as an event may show it: on a sealed log, its values revealed and checked, or none of
+    them (and what is wrong) when they do not check."""
+    if look is None or not sealing.any_sealed(call):
+        return call, ""
+    try:
+        return sealing.reveal_call(call, look, f"review {review_id}: call"), ""
+    except sealing.ValueProblem as exc:
+        return {**call, "args": {}, "payload": None, "hint": "", "context": {}}, str(exc)
+
+
+def event_of(entry: Any, review: Any = None, look: Lookup | None = None) -> dict[str, Any] | None:
     """The event a browser gets for one log entry (ids, short strings and the bounded previews). ``review``
     is the review as its own log entries tell it, read after the entry committed (never its projection
     row, DESIGN.md "Decide from the log"): it says whether an approval toward a quorum decided the review
     (then ``closed``, else ``approval``), what the round's args are after an edit, and what an escalated
-    review is."""
+    review is. ``look``: the values beside a sealed log (desk/reveal.py)."""
     body = entry.body or {}
     if entry.kind == "review.opened":
-        call = body.get("call") or {}
+        call, problem = _opened_call(body.get("call") or {}, look, body.get("review"))
         return {
             "type": "opened",
             "seq": entry.seq,
@@ -150,6 +168,7 @@ def event_of(entry: Any, review: Any = None) -> dict[str, Any] | None:
             "deadline": body.get("deadline"),
             "needed": _needed(body),
             **summaries.of_call_json(call).to_json(),
+            **({"problem": True} if problem else {}),
         }
     if quorum_decision(entry) and (review is None or review.decision_seq != entry.seq):
         return _approval_event(entry, review)
@@ -181,13 +200,13 @@ def event_of(entry: Any, review: Any = None) -> dict[str, Any] | None:
             "at": entry.at,
         }
     if entry.kind == "tool.executed":
-        preview = body.get("result_preview")
+        preview, _note = reveal.text(body.get("result_preview"), look)
         return {
             "type": "executed",
             "seq": entry.seq,
             "review": body.get("review"),
             "args_digest": body.get("args_digest"),
-            "result_preview": str(preview) if preview is not None else None,
+            "result_preview": preview,
             "at": entry.at,
         }
     if entry.kind == "run.resume_failed":
@@ -201,11 +220,12 @@ def event_of(entry: Any, review: Any = None) -> dict[str, Any] | None:
             "at": entry.at,
         }
     if entry.kind == "run.replied":
+        said, _note = reveal.text(body.get("text") or "", look)
         return {
             "type": "replied",
             "seq": entry.seq,
             "frontier": body.get("frontier"),
-            "text": str(body.get("text") or ""),
+            "text": said or "",
             "at": entry.at,
         }
     return None
@@ -314,7 +334,23 @@ class Broker:
                 str((e.body or {}).get("review")) for e in entries if quorum_decision(e) or e.kind == "review.escalated"
             )
         )
-        return queries.logged_reviews(self.store, ids) if ids else {}
+        found = queries.logged_reviews(self.store, ids) if ids else {}
+        return {rid: reveal.shown(review) for rid, review in found.items()}  # none of the values that do not check
+
+    def _values(self, entries: list[Any]) -> Lookup | None:
+        """On a sealed log, the values the burst's events show (opened calls, result previews, replies),
+        read once; None when no entry of it holds a commitment."""
+        owners: list[str] = []
+        for e in entries:
+            body = e.body or {}
+            sealed = (
+                (e.kind == "review.opened" and sealing.any_sealed(body.get("call") or {}))
+                or (e.kind == "tool.executed" and sealing.is_commitment(body.get("result_preview")))
+                or (e.kind == "run.replied" and sealing.is_commitment(body.get("text")))
+            )
+            if sealed:  # the review's values, or the frontier's (the agent's reply)
+                owners.append(str(body.get("frontier" if e.kind == "run.replied" else "review")))
+        return reveal.lookup(self.store, owners) if owners else None
 
     def _events(self, entries: list[Any], *, end_streams: bool) -> list[Event]:
         """Each entry's event, with the (tool, roles) of the reviews it is about (None: about none)."""
@@ -322,6 +358,7 @@ class Broker:
         reviews = [r for r in (entry_subject_ids(e)[0] for e in entries) if r]
         subjects = self.tool_roles.subjects(reviews) if reviews else {}
         logged = self._reviews(entries)
+        look = self._values(entries)
         frontiers: dict[str, list[tuple[str, tuple[str | None, ...]]]] = {}
         for entry in entries:
             if entry.kind in REVIEWER_KINDS:
@@ -329,7 +366,7 @@ class Broker:
                 if end_streams and isinstance(reviewer, str):
                     self.end(reviewer=reviewer, reason=REVIEWER_KINDS[entry.kind])
                 continue
-            ev = event_of(entry, logged.get(str((entry.body or {}).get("review"))))
+            ev = event_of(entry, logged.get(str((entry.body or {}).get("review"))), look)
             if ev is None:
                 continue
             review, frontier = entry_subject_ids(entry)

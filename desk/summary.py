@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 HEADLINE_MAX = 220
@@ -526,9 +526,34 @@ def runs_with(review: Any) -> dict[str, Any] | None:
     return dict(found) if status == "edited" and isinstance(found, Mapping) else None
 
 
+ERASED = "(erased)"
+"""What a summary says in place of a value erased from beside a sealed log (its commitment stays)."""
+
+
+def _without(value: Any, erased: Collection[str]) -> Any:
+    return ERASED if isinstance(value, str) and value in erased else value
+
+
+def _args_without(args: Mapping[str, Any] | None, erased: Collection[str]) -> dict[str, Any] | None:
+    """Args with each erased value (still its commitment) said as :data:`ERASED`; args erased whole (every
+    member, or the single member ``""`` of args sealed whole) have nothing left to say."""
+    if args is None:
+        return None
+    said = {name: _without(value, erased) for name, value in args.items()}
+    return {} if said and all(v == ERASED for v in said.values()) else said
+
+
 def of_review(review: Any) -> Summary:
-    """The summary of a review's call as it will run (:func:`runs_with`), its proposal struck beside it."""
-    return of_call(review.call, runs_with(review))
+    """The summary of a review's call as it will run (:func:`runs_with`), its proposal struck beside it.
+    On a sealed log, values erased since (``review.erased``) are said as :data:`ERASED`, and an erased
+    question is not asked."""
+    erased = getattr(review, "erased", None)
+    call, final = review.call, runs_with(review)
+    if erased:
+        hint = "" if _without(call.hint, erased) == ERASED else call.hint
+        call = replace(call, args=_args_without(call.args, erased) or {}, hint=hint)
+        final = _args_without(final, erased)
+    return of_call(call, final)
 
 
 __all__ = [

@@ -4,6 +4,10 @@ One entry yields at most two events: ``review.opened`` also schedules ``review.d
 when the review has a deadline. An event's id is ``<log>-<seq>-<type>``: the log, the ``seq``
 of the entry it follows from and its type, so a restarted notifier derives the same id again
 and a receiver can drop a repeat (delivery is at least once).
+
+On a sealed log the args a summary names are revealed from beside the log and checked against their
+commitments (``values``, desk/reveal.py); a review whose values do not check is sent with none of them
+and a ``problem`` instead. A notification is a copy sent out: erasing the values later cannot reach it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from signoff.audit import sealing
 from signoff.audit.entry import Entry, parse_time
+from signoff.audit.sealing import Lookup
 
 # The event types, by their short names (the CLI's ``--event``) and as sent (``review.<name>``).
 EVENT_NAMES = ("opened", "deadline_near", "escalated", "decided", "expired", "withdrawn")
@@ -38,6 +44,10 @@ class ReviewFacts:
     args: dict[str, Any] = field(default_factory=dict)
     role: str | None = None
     deadline: str | None = None
+    problem: str = ""  # sealed log: its values do not check, and none is sent
+
+
+WITHHELD = "values withheld: they do not match the log"
 
 
 @dataclass(frozen=True)
@@ -70,10 +80,18 @@ def event_id(log: str, seq: int, type_: str) -> str:
     return f"{log}-{seq}-{type_}"
 
 
-def facts_of_opened(body: dict[str, Any]) -> ReviewFacts:
+def facts_of_opened(body: dict[str, Any], values: Lookup | None = None) -> ReviewFacts:
+    """What ``review.opened`` says of its call; ``values``: the values beside a sealed log, its args revealed
+    and checked (none when they do not check); without them, the args as the entry holds them."""
     call = body.get("call") or {}
     policy = body.get("policy") or {}
     args = call.get("args")
+    problem = ""
+    if isinstance(args, dict) and values is not None and sealing.any_sealed(call):
+        try:
+            args = sealing.reveal_args(args, values, f"review {body.get('review')}: args")
+        except sealing.ValueProblem as exc:
+            args, problem = {}, str(exc)
     return ReviewFacts(
         tool=str(call.get("tool") or ""),
         agent=str(call.get("agent") or ""),
@@ -82,6 +100,7 @@ def facts_of_opened(body: dict[str, Any]) -> ReviewFacts:
         args=args if isinstance(args, dict) else {},
         role=policy.get("role") if isinstance(policy.get("role"), str) else None,
         deadline=body.get("deadline") if isinstance(body.get("deadline"), str) else None,
+        problem=problem,
     )
 
 
@@ -89,10 +108,12 @@ def events_of(
     entry: Entry,
     lookup: Callable[[str], ReviewFacts | None],
     closes: Callable[[str, int], bool] | None = None,
+    values: Lookup | None = None,
 ) -> list[Event]:
     """The events ``entry`` yields; ``lookup`` finds the facts of a review opened earlier. On a review
     that needs several people (its decisions name a ``round``), an approval is "decided" only when
-    ``closes(review, seq)`` says it completed the quorum; the approvals before it yield nothing."""
+    ``closes(review, seq)`` says it completed the quorum; the approvals before it yield nothing.
+    ``values``: the values beside a sealed log (:func:`facts_of_opened`)."""
     body = entry.body if isinstance(entry.body, dict) else {}
     review = body.get("review")
     if not isinstance(review, str):
@@ -113,7 +134,7 @@ def events_of(
         )
 
     if entry.kind == "review.opened":
-        facts = facts_of_opened(body)
+        facts = facts_of_opened(body, values)
         found = [make("review.opened", facts)]
         if facts.deadline is not None:
             found.append(make("review.deadline_near", facts))
@@ -154,8 +175,10 @@ def clean(text: str, limit: int = TEXT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def key_args(args: dict[str, Any], *, redact: bool = False) -> str:
+def key_args(args: dict[str, Any], *, redact: bool = False, problem: str = "") -> str:
     """``amount=5000, to="acct-x"``: the first few arguments, each value cut short."""
+    if problem:
+        return WITHHELD
     if not args:
         return "no arguments"
     names = list(args)
@@ -192,7 +215,7 @@ def summary(event: Event, *, redact: bool = False, lead: float | None = None) ->
     """A short line a person reads: what, by whom, with which key arguments, and when it is due."""
     f = event.facts
     what = f"{clean(f.tool or 'a tool', 80)} from {clean(f.agent, 80) if f.agent else 'an agent'}"
-    call = f"{what} ({key_args(f.args, redact=redact)})"
+    call = f"{what} ({key_args(f.args, redact=redact, problem=f.problem)})"
     due = f"deadline {when(f.deadline)}" if f.deadline else "no deadline"
     if event.type == "review.opened":
         role = f", role {clean(event.role, 80)}" if event.role else ""
@@ -230,7 +253,9 @@ def payload(event: Event, *, desk_url: str, redact: bool = False, lead: float | 
         "role": event.role,
         "deadline": f.deadline,
     }
-    if not redact:
+    if f.problem:
+        review["problem"] = f.problem
+    elif not redact:
         review["args"] = f.args
     data: dict[str, Any] = {
         "id": event.id,

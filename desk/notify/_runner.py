@@ -41,10 +41,12 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlmodel import col
 
-from signoff.audit import ReviewService, Store, open_store
+from signoff.audit import ReviewService, Store, open_store, sealing
 from signoff.audit.driver import dbapi_cursor, fetch
-from signoff.audit.entry import format_time, parse_time
+from signoff.audit.entry import Entry, format_time, parse_time
 from signoff.audit.errors import UnknownReview
+from signoff.audit.sealing import Lookup
+from signoff.audit.values import lookup_for
 from signoff.desk.db import engine_url
 from signoff.desk.notify import _channels
 from signoff.desk.notify._endpoints import Endpoint, ensure_cursor, from_row, load
@@ -405,9 +407,21 @@ class Notifier:
             found = self.svc.get(review)
         except UnknownReview:
             return None
-        call = found.call
+        call = found.call  # its values revealed and checked, on a sealed log (ReviewService.get)
         deadline = format_time(found.deadline) if found.deadline is not None else None
+        if found.sealed and found.problem:
+            role = found.policy.role
+            return ReviewFacts(call.tool, call.agent, call.app, call.session, {}, role, deadline, found.problem)
         return ReviewFacts(call.tool, call.agent, call.app, call.session, call.args, found.policy.role, deadline)
+
+    def _values(self, entries: list[Entry]) -> Lookup | None:
+        """On a sealed log, the values of the reviews the batch opens (their args), read once."""
+        opened = [
+            str(e.body.get("review"))
+            for e in entries
+            if e.kind == "review.opened" and sealing.any_sealed(e.body.get("call") or {})
+        ]
+        return lookup_for(self.store.read_rows, self.store.log_id, opened) if opened else None
 
     def _closes(self, review: str, seq: int) -> bool:
         """Whether the approval at ``seq`` decided ``review`` (the last approval its quorum needed)."""
@@ -419,8 +433,10 @@ class Notifier:
     def _advance(self, start: int, stop: int) -> None:
         """Jobs for the entries in ``[start, stop)``, and the cursor moved to ``stop``, in one transaction."""
         events: list[Event] = []
-        for entry in self.store.entries(start=start, stop=stop, limit=stop - start):
-            found = events_of(entry, self._facts, self._closes)
+        entries = list(self.store.entries(start=start, stop=stop, limit=stop - start))
+        values = self._values(entries)
+        for entry in entries:
+            found = events_of(entry, self._facts, self._closes, values)
             if entry.kind == "review.opened" and found:
                 self._opened[found[0].review] = found[0].facts
                 while len(self._opened) > OPENED_CACHE:

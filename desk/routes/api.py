@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from signoff.audit.entry import parse_time
 from signoff.audit.errors import UnknownReview
-from signoff.desk import queries
+from signoff.desk import queries, reveal
 from signoff.desk.deps import ApiReviewer, DeskDep
 from signoff.desk.models import (
     ApproveIn,
@@ -75,11 +75,12 @@ def me(desk: DeskDep, who: ApiReviewer) -> Me:
 
 
 def _visible(desk: Any, who: Any, review_id: str) -> Any:
-    """The review, or the same 404 as for an unknown id when it is outside the reviewer's roles and tools."""
+    """The review, or the same 404 as for an unknown id when it is outside the reviewer's roles and tools;
+    on a sealed log, none of its values when they do not check (desk/reveal.py)."""
     review = desk.svc.get(review_id)
     if not desk.scope(who).sees_review(review):
         raise UnknownReview(review_id)
-    return review
+    return reveal.shown(review)
 
 
 @router.get("/reviews", response_model=ReviewPage)
@@ -117,10 +118,9 @@ def get_review(desk: DeskDep, who: ApiReviewer, review_id: str) -> ReviewDetail:
     """One review, its frontier's other calls (those you may see) and what happened after the decision."""
     r = _visible(desk, who, review_id)
     scope = desk.scope(who)
-    others = [
-        ReviewPublic.of(x) for x in desk.svc.frontier(r.frontier).reviews if x.id != r.id and scope.sees_review(x)
-    ]
-    outcome = queries.outcome_of(queries.timeline(desk.store, r), r)
+    siblings = [x for x in desk.svc.frontier(r.frontier).reviews if x.id != r.id and scope.sees_review(x)]
+    others = [ReviewPublic.of(reveal.shown(x)) for x in reveal.revealed(desk.store, siblings)]
+    outcome = queries.outcome_of(queries.timeline(desk.store, r), r, desk.store)
     return ReviewDetail(
         **ReviewPublic.of(r).model_dump(),
         frontier_reviews=others,
@@ -169,7 +169,8 @@ def decided_reviews(
 def stalled(desk: DeskDep, who: ApiReviewer) -> list[ReviewPublic]:
     """Approved, not yet run: approved calls whose run was resumed but whose tool has not run."""
     scope = desk.scope(who)
-    return [ReviewPublic.of(s.review) for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review)]
+    found = desk.svc.stalled(desk.stalled_after)
+    return [ReviewPublic.of(reveal.shown(s.review)) for s in found if scope.sees_review(s.review)]
 
 
 DECIDE_ERRORS: dict[int | str, dict[str, Any]] = {k: ERRORS[k] for k in (403, 404, 409, 422)}
@@ -181,7 +182,16 @@ def approve(desk: DeskDep, who: ApiReviewer, review_id: str, body: ApproveIn) ->
     optional rationale and payload answer, signed by you (`sig`). Until the quorum is reached the review stays
     `pending`, with your approval in `approvals`."""
     return ReviewPublic.of(
-        decide.approve(desk, who, review_id, body.rationale, body.payload, sig_of(body), shown_round=body.round)
+        decide.approve(
+            desk,
+            who,
+            review_id,
+            body.rationale,
+            body.payload,
+            sig_of(body),
+            shown_round=body.round,
+            payload_salt=body.payload_salt,
+        )
     )
 
 
@@ -190,7 +200,16 @@ def edit(desk: DeskDep, who: ApiReviewer, review_id: str, body: EditIn) -> Revie
     """Approve with changed args, given as an RFC 6902 patch on the proposed args, signed by you (`sig`)."""
     return ReviewPublic.of(
         decide.edit(
-            desk, who, review_id, body.patch, body.rationale, body.payload, sig_of(body), shown_round=body.round
+            desk,
+            who,
+            review_id,
+            body.patch,
+            body.rationale,
+            body.payload,
+            sig_of(body),
+            shown_round=body.round,
+            salts=body.salts,
+            payload_salt=body.payload_salt,
         )
     )
 

@@ -14,6 +14,12 @@ what an API client sends); the review service checks it against the body it buil
 signed another statement than that body's (the page showed other values than the server's copy of the
 review) is flagged to the operator: a ``signature_mismatch`` warning line (desk/reqlog.py) and the
 ``signoff_signature_mismatches_total`` counter.
+
+On a sealed log one more desk rule: an approval or an edit of a review whose values beside the log do
+not check (desk/reveal.py) is refused before ``audit`` is asked (:class:`~signoff.desk.errors.ValuesDoNotMatch`,
+409; the service would record an approval of the commitments, which the gate then refuses to run). A
+rejection names none of the values, and stays possible. ``salts`` and ``payload_salt`` are what the signer
+sealed the new values with (``signoff.audit.decision.prepare_edit``), passed on to the service.
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from signoff.audit.errors import AuditError, NotAllowed, UnknownReview
-from signoff.desk import reqlog
+from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, UnknownReview
+from signoff.audit.sealing import ValueProblem
+from signoff.desk import reqlog, reveal
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
-from signoff.desk.errors import statement_mismatch
+from signoff.desk.errors import ValuesDoNotMatch, statement_mismatch
 
 OBSERVER_REFUSED = "decider: expected a reviewer with a deciding role, found {who} with only the observer role"
 
@@ -56,7 +63,10 @@ def _decide(desk: Desk, who: SignedIn, review_id: str, kind: str | None, write: 
         desk.svc.get(review_id)  # an unknown id is still 404
         raise NotAllowed(OBSERVER_REFUSED.format(who=who.reviewer))
     try:
-        review = write()
+        try:
+            review = write()
+        except ValueProblem as exc:  # a salt that is not 32 bytes in hex (checked before any transaction)
+            raise InvalidEntry(str(exc)) from None
     except AuditError as exc:
         if kind is not None and statement_mismatch(exc):
             _flag_mismatch(desk, who, review_id, kind, exc)
@@ -91,6 +101,15 @@ def _flag_mismatch(desk: Desk, who: SignedIn, review_id: str, kind: str, exc: Ex
     )
 
 
+def _values_check(desk: Desk, review_id: str) -> None:
+    """On a sealed log, refuse to record an approval or an edit of a review whose values do not check."""
+    if not desk.store.rules.sealed_values:
+        return
+    review = desk.svc.get(review_id)
+    if reveal.withheld(review):
+        raise ValuesDoNotMatch(f"review {review_id}: nothing is decided on it: {review.problem}")
+
+
 def approve(
     desk: Desk,
     who: SignedIn,
@@ -99,10 +118,18 @@ def approve(
     payload: Any = None,
     sig: Sig = None,
     shown_round: int | None = None,
+    payload_salt: str | None = None,
 ) -> Any:
     def write() -> Any:  # a round the review has left is refused in the write transaction (StaleRound)
+        _values_check(desk, review_id)
         return desk.svc.approve(
-            review_id, reviewer=who.reviewer, rationale=rationale, payload=payload, sig=sig, round=shown_round
+            review_id,
+            reviewer=who.reviewer,
+            rationale=rationale,
+            payload=payload,
+            sig=sig,
+            round=shown_round,
+            payload_salt=payload_salt,
         )
 
     return _decide(desk, who, review_id, "approved", write)
@@ -117,8 +144,11 @@ def edit(
     payload: Any = None,
     sig: Sig = None,
     shown_round: int | None = None,
+    salts: dict[str, str] | None = None,
+    payload_salt: str | None = None,
 ) -> Any:
     def write() -> Any:
+        _values_check(desk, review_id)
         return desk.svc.edit(
             review_id,
             reviewer=who.reviewer,
@@ -127,6 +157,8 @@ def edit(
             payload=payload,
             sig=sig,
             round=shown_round,
+            salts=salts,
+            payload_salt=payload_salt,
         )
 
     return _decide(desk, who, review_id, "edited", write)

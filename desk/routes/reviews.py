@@ -6,6 +6,11 @@ built from what it showed (desk/static/desk.js); it becomes the entry's ``sig``
 takes a form without one, from a reviewer who has no key.
 
 A review outside the reader's roles and tools does not exist for them (desk/scope.py): 404.
+
+On a sealed log (desk/reveal.py) the pages show the values revealed from beside the log, each checked
+against its commitment; a review whose values do not check is shown without any of them, and the page
+signs a decision over the commitments the entries hold, as ``signoff.audit.decision`` builds it, sending
+the salts it chose beside the signature.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from signoff.audit.canonical import digest
 from signoff.audit.entry import parse_time
 from signoff.audit.errors import AuditError, UnknownReview
 from signoff.audit.tables import ReviewRow
-from signoff.desk import forms, passkeys, queries, quorum
+from signoff.desk import forms, passkeys, queries, quorum, reveal
 from signoff.desk import summary as summaries
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
@@ -168,8 +173,9 @@ def stalled_page(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResp
     scope = desk.scope(who)
     found = [s for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review)]
     rows = [
-        {"review": s.review, "summary": summaries.of_review(s.review), "claim": s.claim, "since": s.claim.at}
+        {"review": r, "summary": summaries.of_review(r), "claim": s.claim, "since": s.claim.at}
         for s in found
+        for r in (reveal.shown(s.review),)
     ]
     return render(
         request,
@@ -182,7 +188,8 @@ def stalled_page(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResp
 
 
 def visible_review(desk: Desk, who: SignedIn, review_id: str) -> Any:
-    """The review, if this reviewer may see it; else the same 404 as for no review at all."""
+    """The review, if this reviewer may see it; else the same 404 as for no review at all. On a sealed log
+    its values are revealed and checked (``ReviewService.get``); pages show it through :func:`reveal.shown`."""
     try:
         review = desk.svc.get(review_id)
     except UnknownReview:
@@ -227,7 +234,7 @@ def _neighbours(desk: Desk, scope: Scope, review: Any) -> tuple[str | None, str 
 
 def outcome_ctx(desk: Desk, review: Any, entries: list[Any], open_siblings: int = 0) -> dict[str, Any]:
     """What the outcome card shows: the decision, the run, the tool's run and result, the reply."""
-    outcome = queries.outcome_of(entries, review)
+    outcome = queries.outcome_of(entries, review, desk.store)
     stalled_for = None
     if review.status in ("approved", "edited", "auto_approved") and outcome.resumed_at and not outcome.executed_seq:
         waited = (datetime.now(UTC) - parse_time(outcome.resumed_at)).total_seconds()
@@ -249,6 +256,9 @@ def outcome_ctx(desk: Desk, review: Any, entries: list[Any], open_siblings: int 
         "open_siblings": open_siblings,
         "decision_sig": sig,
         "signed_by": _signed_with(sig),
+        "withheld": reveal.withheld(review),
+        "erased_all": reveal.erased_all(review),
+        "final_erased": reveal.erased_all(review, final_args),
     }
 
 
@@ -283,17 +293,21 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
     def load() -> tuple[Any, list[Any], list[Any]]:
         review = desk.svc.get(review_id)
         frontier = desk.svc.frontier(review.frontier)
-        return review, [r for r in frontier.reviews if r.id != review.id], queries.timeline(desk.store, review)
+        others = reveal.revealed(desk.store, [r for r in frontier.reviews if r.id != review.id])
+        return review, others, queries.timeline(desk.store, review)
 
     try:
-        review, others, entries = desk.cache.read(("review", review_id), load)
+        # On a sealed log, keyed on the review's values too: one changed beside the log is checked again.
+        found, others, entries = desk.cache.read(("review", review_id, reveal.version(desk.store, review_id)), load)
     except UnknownReview:
         raise Refused(404, "No such review", NO_SUCH_REVIEW) from None
-    if not scope.sees_review(review):
+    if not scope.sees_review(found):
         raise Refused(404, "No such review", NO_SUCH_REVIEW)
+    review = reveal.shown(found)  # none of its values when they do not check (desk/reveal.py)
+    others = [reveal.shown(o) for o in others]
     progress = progress_ctx(desk, who, review, entries)
     answer = progress["round_answer"] if progress["progress"].approved_by else review.call.payload
-    can = scope.may_decide(review)
+    can = scope.may_decide(review) and not reveal.withheld(review)
     call = review.call
     signing = _signing(request, desk, who)
     prev_id, next_id = _neighbours(desk, scope, review)
@@ -314,7 +328,8 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
         "timeline": entries,
         "signing": signing,
         "args": args,
-        "round_digest": digest(args),
+        # What an approval signs the digest of: the round's args as the entries hold them (sealed, on a sealed log).
+        "round_digest": digest(review.sealed_round_args if review.sealed_round_args is not None else args),
         "changes": quorum.changes(call.args, args) if review.status == "pending" and review.round else [],
         "answer": answer,
         "round_arg_names": summaries.ordered(args, call.tool_schema),
@@ -341,6 +356,8 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
             "prev": prev_id,
             "next": next_id,
             "sign": {"must": signing["must"], "rp_id": signing["rp_id"], "passkeys": signing["passkeys"]},
+            # A sealed log: the commitments an approval signs the digest of, and how an edit seals its values.
+            **(reveal.signing(desk.store, review) if can else {"sealed": False}),
         },
     }
 
@@ -381,13 +398,14 @@ def review_outcome(request: Request, desk: DeskDep, who: PageReviewer, review_id
     review = visible_review(desk, who, review_id)
     entries = queries.timeline(desk.store, review)
     siblings = sum(1 for o in desk.svc.frontier(review.frontier).reviews if o.id != review.id and o.status == "pending")
-    return render(request, "_live.html", {"me": me(desk, who), **outcome_ctx(desk, review, entries, siblings)})
+    shown = reveal.shown(review)
+    return render(request, "_live.html", {"me": me(desk, who), **outcome_ctx(desk, shown, entries, siblings)})
 
 
 @router.get("/reviews/{review_id}/progress")
 def review_progress(request: Request, desk: DeskDep, who: PageReviewer, review_id: str) -> HTMLResponse:
     """The approvals, claim and escalation card and the timeline alone, for the review page to refresh live."""
-    review = visible_review(desk, who, review_id)
+    review = reveal.shown(visible_review(desk, who, review_id))
     entries = queries.timeline(desk.store, review)
     ctx = {"me": me(desk, who), "csrf": who.csrf, "r": review, "timeline": entries}
     return render(request, "_progress_live.html", {**ctx, **progress_ctx(desk, who, review, entries)})
@@ -455,12 +473,35 @@ def _json_field(form: FormData, name: str) -> Any:
     return json.loads(raw)
 
 
+def _salts(form: FormData) -> dict[str, str] | None:
+    """The salts the page sealed an edit's new values with (a sealed log; hex per member, ``""`` for the
+    whole args): the service seals them the same way, so that it records the body the page signed."""
+    found = _json_field(form, "salts")
+    if found is not None and not isinstance(found, dict):
+        raise ValueError("salts: expected a JSON object of hex salts, one per argument")
+    return found
+
+
+def _payload_salt(form: FormData) -> str | None:
+    """The salt the page sealed its answer with (a sealed log), hex; None: the service picks it."""
+    return str(form.get("payload_salt", "") or "").strip() or None
+
+
 @router.post("/reviews/{review_id}/approve")
 def approve(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
     try:
         payload = _json_field(form, "payload")
         sig = _sig(desk, who, form)
-        decide.approve(desk, who, review_id, _text(form, "rationale"), payload, sig, shown_round=_round(form))
+        decide.approve(
+            desk,
+            who,
+            review_id,
+            _text(form, "rationale"),
+            payload,
+            sig,
+            shown_round=_round(form),
+            payload_salt=_payload_salt(form),
+        )
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     except ValueError as exc:
@@ -491,6 +532,8 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
             payload,
             _sig(desk, who, form),
             shown_round=_round(form),
+            salts=_salts(form),
+            payload_salt=_payload_salt(form),
         )
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)

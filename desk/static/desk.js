@@ -132,6 +132,8 @@
       what.appendChild(keys);
     }
     if (ev.question) what.appendChild(el("div", "asks", "Asks you: " + cut(ev.question, 140)));
+    // A sealed log's call whose values do not match the record (desk/reveal.py): none is shown.
+    if (ev.problem) { what.appendChild(el("div", "disagrees-note tampered", "Its values do not match the record, so none is shown. This may be tampering: tell your administrator.")); tr.className += " disagrees withheld"; }
     var coord = el("div", "coord"); coord.dataset.needed = String(ev.needed || 1);
     if (ev.needed > 1) { var q = el("span", "q", "needs " + ev.needed + " approvals"); q.dataset.approvals = "0"; coord.appendChild(q); }
     what.appendChild(coord);
@@ -887,6 +889,7 @@
       patch = diffPatch(data.args, args, "", []);
       form.querySelector("[name=patch]").value = JSON.stringify(patch);
     }
+    if (data.sealed) return sealedBody(kind, form, data, { args: args, patch: patch, payload: payload, rationale: rationale });
     return digestOf(args).then(function (argsDigest) {
       var body = { review: data.id };
       if (patch !== null) body.patch = patch;
@@ -894,6 +897,123 @@
       body.rationale = rationale;
       if (payload !== null) body.payload = payload;
       // A review that needs several people: the decision names the round whose args it approves (or edits).
+      if (data.round !== null && data.round !== undefined) body.round = data.round;
+      return body;
+    });
+  }
+  // -- a decision on a sealed log (SPEC.md "Values beside the log") ----------------------------
+  // The entries hold commitments in place of values: sealed:sha256:<hex SHA-256(salt ‖ RFC 8785(value))>,
+  // with a 32-byte salt per value (signoff.audit.sealing). An approval signs the digest of the round's
+  // args as the entries hold them (data.sealed_args); an edit signs the patch the log records: whole
+  // top-level members replaced, each changed private value by a new commitment with a salt made here,
+  // sent beside the signature (hidden fields "salts" and "payload_salt") so that the server builds the
+  // very same body (signoff.audit.decision prepare_approve / prepare_edit, sealing.edit_patch). Before it
+  // signs, the page checks that every value it shows is the one the log committed to.
+  var SEALED = "sealed:sha256:", WHOLE = "";
+  function isCommitment(v) { return typeof v === "string" && v.indexOf(SEALED) === 0 && v.length === SEALED.length + 64; }
+  function unhex(text) {
+    var s = String(text || ""), out = new Uint8Array(s.length / 2);
+    if (!/^([0-9a-f]{2})*$/i.test(s)) throw new Error("expected hex, found " + s.slice(0, 20));
+    for (var i = 0; i < out.length; i++) out[i] = parseInt(s.substr(2 * i, 2), 16);
+    return out;
+  }
+  function newSalt() { var b = new Uint8Array(32); crypto.getRandomValues(b); return b; }
+  function canonicalBytes(v) { return utf8(canonicalJSON(v)); }
+  function commit(value, salt) {  // sealing.commit
+    if (salt.length !== 32) return Promise.reject(new Error("salt: expected 32 bytes, found " + salt.length));
+    var text = canonicalBytes(value), all = new Uint8Array(32 + text.length);
+    all.set(salt, 0); all.set(text, 32);
+    return sha256(all).then(function (h) { return SEALED + hex(h); });
+  }
+  function sealedWhole(sealed) {  // sealing.sealed_whole
+    var names = Object.keys(sealed);
+    return names.length === 1 && names[0] === WHOLE && isCommitment(sealed[WHOLE]);
+  }
+  function isPrivate(name, value, priv, limits) {  // sealing.is_private: the policy's list, or forced
+    return priv === null || priv === undefined || priv.indexOf(name) >= 0 ||
+      (typeof value === "string" && value.indexOf("sealed:") === 0) || canonicalBytes(value).length > limits.MAX_CLEAR;
+  }
+  // Every value the page shows (data.args) against the commitment the log holds for it (data.sealed_args).
+  function checkShown(data) {
+    var sealed = data.sealed_args || {}, shown = data.args || {}, salts = data.round_salts || {};
+    var pairs;
+    if (sealedWhole(sealed)) pairs = [[WHOLE, shown, sealed[WHOLE]]];
+    else {
+      var names = Object.keys(sealed), extra = Object.keys(shown).filter(function (n) { return !(n in sealed); });
+      pairs = names.map(function (n) { return [n, n in shown ? shown[n] : undefined, sealed[n]]; });
+      extra.forEach(function (n) { pairs.push([n, shown[n], undefined]); });
+    }
+    return Promise.all(pairs.map(function (p) {
+      var name = p[0], value = p[1], held = p[2];
+      if (value === undefined || held === undefined) return Promise.resolve(name);
+      if (!isCommitment(held)) return Promise.resolve(canonicalJSON(value) === canonicalJSON(held) ? null : name);
+      if (!salts[name]) return Promise.resolve(name);
+      return commit(value, unhex(salts[name])).then(function (c) { return c === held ? null : name; });
+    })).then(function (bad) {
+      bad = bad.filter(function (n) { return n !== null; });
+      if (!bad.length) return;
+      var what = bad.map(function (n) { return n === WHOLE ? "the arguments" : n; }).join(", ");
+      throw new Error("Not signed: what this page shows for " + what + " does not match what the log committed to. " +
+        "This may be tampering: tell your administrator.");
+    });
+  }
+  // sealing.edit_patch: removals, then additions and changes, each in RFC 8785's member order (by UTF-16
+  // code units, which is what JavaScript's default sort compares).
+  function sealedEdit(data, args, given) {
+    var limits = data.limits, priv = data.private, roundSealed = data.sealed_args, roundPlain = data.args;
+    var order = Object.keys(roundPlain).sort();
+    var names = Object.keys(args).sort();
+    var salts = {};
+    names.concat([WHOLE]).forEach(function (n) { salts[n] = given && given[n] ? given[n] : newSalt(); });
+    var hexed = {};
+    Object.keys(salts).forEach(function (n) { hexed[n] = hex(salts[n]); });
+    function whole() {
+      return commit(args, salts[WHOLE]).then(function (c) {
+        var sealed = {}; sealed[WHOLE] = c;
+        return { patch: [{ op: "replace", path: "", value: sealed }], final: sealed, salts: hexed };
+      });
+    }
+    if (sealedWhole(roundSealed)) return whole();
+    var patch = [], result = {};
+    Object.keys(roundSealed).forEach(function (n) { result[n] = roundSealed[n]; });
+    order.forEach(function (n) {
+      if (!(n in args)) { patch.push({ op: "remove", path: "/" + pointerEscape(n) }); delete result[n]; }
+    });
+    var changed = names.filter(function (n) { return !(n in roundPlain && canonicalJSON(roundPlain[n]) === canonicalJSON(args[n])); });
+    return Promise.all(changed.map(function (n) {
+      return isPrivate(n, args[n], priv, limits) ? commit(args[n], salts[n]) : Promise.resolve(args[n]);
+    })).then(function (stored) {
+      changed.forEach(function (n, i) {
+        patch.push({ op: n in roundPlain ? "replace" : "add", path: "/" + pointerEscape(n), value: stored[i] });
+        result[n] = stored[i];
+      });
+      if (!(WHOLE in args) && Object.keys(result).length <= limits.MAX_MEMBERS && canonicalBytes(result).length <= limits.MAX_SEALED_ARGS) {
+        return { patch: patch, final: result, salts: hexed };
+      }
+      return whole();
+    });
+  }
+  // The answer as the entry holds it: its commitment; an approval reuses the salt of its round's first
+  // answer (the same answer, the same commitment), an edit starts a round with a salt of its own.
+  function sealedPayload(data, payload, kind) {
+    if (payload === null) return Promise.resolve([null, ""]);
+    var salt = kind !== "review.edited" && data.round_payload_salt ? unhex(data.round_payload_salt) : newSalt();
+    return commit(payload, salt).then(function (c) { return [c, hex(salt)]; });
+  }
+  function sealedBody(kind, form, data, made) {
+    var body = { review: data.id };
+    return checkShown(data).then(function () { return sealedPayload(data, made.payload, kind); }).then(function (answer) {
+      setField(form, "payload_salt", answer[1]);
+      if (kind !== "review.edited") return digestOf(data.sealed_args).then(function (d) { return [null, d, answer[0]]; });
+      return sealedEdit(data, made.args).then(function (edit) {
+        setField(form, "salts", JSON.stringify(edit.salts));
+        return digestOf(edit.final).then(function (d) { return [edit.patch, d, answer[0]]; });
+      });
+    }).then(function (built) {
+      if (built[0] !== null) body.patch = built[0];
+      body.args_digest = built[1];
+      body.rationale = made.rationale;
+      if (built[2] !== null) body.payload = built[2];
       if (data.round !== null && data.round !== undefined) body.round = data.round;
       return body;
     });
@@ -1031,5 +1151,17 @@
     if (!document.getElementById("decided") && !document.getElementById("stalled")) return;
     connect({});
   }
-  window.signoff = { diffPatch: diffPatch, check: check, lineDiff: lineDiff, canonicalJSON: canonicalJSON, digestOf: digestOf };
+  window.signoff = {
+    diffPatch: diffPatch, check: check, lineDiff: lineDiff, canonicalJSON: canonicalJSON, digestOf: digestOf,
+    // A sealed log's commitments, for tests against signoff.audit.sealing (salts as hex).
+    sealing: {
+      commit: function (value, saltHex) { return commit(value, unhex(saltHex)); },
+      checkShown: checkShown,
+      editPatch: function (data, args, saltsHex) {
+        var given = {};
+        Object.keys(saltsHex || {}).forEach(function (n) { given[n] = unhex(saltsHex[n]); });
+        return sealedEdit(data, args, given);
+      }
+    }
+  };
 })();

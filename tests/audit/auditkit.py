@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # when pytest is not run as ``python -m pytest``
     sys.path.insert(0, str(ROOT))
 
-from signoff.audit import merkle  # noqa: E402
-from signoff.audit.canonical import canonical, digest  # noqa: E402
+from signoff.audit import decision, merkle  # noqa: E402
+from signoff.audit.canonical import canonical  # noqa: E402
 from signoff.audit.entry import (  # noqa: E402
     Entry,
     build,
@@ -646,9 +646,14 @@ def build_pristine(url: str, key_path: Path) -> dict[str, Any]:
         done = svc.approve(r1, reviewer=ALICE, rationale="known payee", signer=alice)
         seq["approve_r1"] = int(done.decision_seq or 0)
         patch = [{"op": "replace", "path": "/account", "value": "ACC-2"}]
-        edit_body = {"review": r2, "patch": patch, "args_digest": digest({"account": "ACC-2"}), "rationale": "typo"}
+        prepared = decision.prepare_edit(svc.get(r2), patch, "typo")  # the body as the service records it
         done = svc.edit(
-            r2, reviewer=BOB, patch=patch, rationale="typo", sig=sign_entry(store, bob, "review.edited", BOB, edit_body)
+            r2,
+            reviewer=BOB,
+            patch=patch,
+            rationale="typo",
+            sig=sign_entry(store, bob, "review.edited", BOB, prepared.body),
+            salts=prepared.salts,
         )
         seq["edit_r2"] = int(done.decision_seq or 0)
         seq["resume_F1"] = svc.claim_resume(f1.id, actor=AGENT).seq

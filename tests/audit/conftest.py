@@ -50,11 +50,11 @@ def key_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(store_url: str, key_path: Path, clock: FakeClock) -> Iterator[Store]:
-    """A store with a fresh log (rules 2, signed decisions; its admin key beside the log key), on the
-    clock the test controls."""
+def store(request: pytest.FixtureRequest, store_url: str, key_path: Path, clock: FakeClock) -> Iterator[Store]:
+    """A store with a fresh log (rules 2, signed decisions; its admin key beside the log key; values
+    sealed beside the log unless the test is marked ``in_entries``), on the clock the test controls."""
     st = open_store(store_url, clock=clock)
-    st.init_log(key_path)
+    st.init_log(key_path, sealed_values=request.node.get_closest_marker("in_entries") is None)
     yield st
     st.close()
 

@@ -285,10 +285,12 @@ def test_signed_decision_by_an_enrolled_key_verifies(store: Store, keys: Keys, h
     svc.reject(rejected.id, reviewer=ALICE, reason="no", sig=sign("review.rejected", ALICE, body))
     edited = _opened(svc, "k3")
     patch = [{"op": "replace", "path": "/amount", "value": 1}]
-    from signoff.audit import digest
+    from signoff.audit import decision
 
-    ebody = {"review": edited.id, "patch": patch, "args_digest": digest({"amount": 1, "to": "bob"}), "rationale": ""}
-    svc.edit(edited.id, reviewer=ALICE, patch=patch, sig=sign("review.edited", ALICE, ebody))
+    prepared = decision.prepare_edit(svc.get(edited.id), patch)  # the body the service will record
+    svc.edit(
+        edited.id, reviewer=ALICE, patch=patch, sig=sign("review.edited", ALICE, prepared.body), salts=prepared.salts
+    )
     # and signed in the transaction by the service, with her key handed to it for this one call
     in_tx = svc.approve(_opened(svc, "k4").id, reviewer=ALICE, signer=alice)
     assert in_tx.decision_seq is not None

@@ -296,6 +296,7 @@ def test_without_a_rule_every_call_needs_a_person(svc: ReviewService, keys: Keys
     assert svc.auto_approve(call("a4"), actor=AGENT)[0] is None
 
 
+@pytest.mark.in_entries  # the sealed forgery: test_values.py
 def test_a_forged_auto_approval_runs_nothing(svc: ReviewService, keys: Keys, store: Store, store_url: str) -> None:
     """An auto-approval of 5000 (the rule says a person must look) written into the database: the gate
     evaluates the rule again and refuses; verify names the entry."""

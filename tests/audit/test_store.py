@@ -110,9 +110,10 @@ def test_init_creates_entry_zero_and_the_rules(store: Store, key_path: Path, tmp
         "rules": 2,
         "decisions": "signed",
         "admin": {"actor": ADMIN, "key": admin.public, "alg": "Ed25519"},
+        "values": "sealed",  # a new log keeps its values beside it (SPEC.md §10)
     }
     assert admin.public != info.public_key
-    assert (store.rules.version, store.rules.signed_decisions) == (2, True)
+    assert (store.rules.version, store.rules.signed_decisions, store.rules.sealed_values) == (2, True, True)
     with pytest.raises(LogExists):
         store.init_log(tmp_path / "other.pem")
     assert not (tmp_path / "other.pem").exists() and not default_admin_key(tmp_path / "other.pem").exists()

@@ -106,6 +106,7 @@ def test_a_mirror_of_another_log_under_the_same_vkey_name_is_refused(
     assert not refused.ok and refused.failure is not None and refused.failure.rule == "tiles checkpoint"
 
 
+@pytest.mark.in_entries  # on a sealed log no entry gets this large (test_values.py)
 def test_an_entry_over_65535_bytes_is_served_at_the_other_path(store: Store, keys: Keys, tmp_path: Path) -> None:
     """A log made before values moved out of its entries (issue 20) may hold entries larger than a uint16."""
     svc = ReviewService(store)

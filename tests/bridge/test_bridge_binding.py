@@ -48,10 +48,13 @@ async def test_executed_digests_match_decisions_and_audit_verify_passes(
         if entry.kind == "tool.executed":
             executed[entry.body["review"]] = entry.body["args_digest"]
     assert executed == decided and len(executed) == 2
-    # ... and each digest is the digest of the args the tool really received.
+    # ... and the args each signed digest stands for (the sealed args, revealed and checked against their
+    # commitments) are the args the tool really received.
     ran = {r["args"]["to"]: r["args"] for r in runs(runs_file)}
-    assert executed[by_call["c1"].id] == digest(ran["a"])
-    assert executed[by_call["c2"].id] == digest(ran["b2"])
+    assert signoff.reviews.get(by_call["c1"].id).final_args == ran["a"]
+    assert signoff.reviews.get(by_call["c2"].id).final_args == ran["b2"]
+    sealed_final = signoff.store.entry(signoff.reviews.get(by_call["c1"].id).opened_seq).body["call"]["args"]
+    assert executed[by_call["c1"].id] == digest(sealed_final) != digest(ran["a"])  # salted: no guessing
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(

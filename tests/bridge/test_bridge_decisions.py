@@ -11,7 +11,7 @@ from _support import REVIEWER, REVIEWER_KEY, Harness, fc, run_turn, runs, single
 from google.adk.tools.tool_confirmation import ToolConfirmation
 
 from signoff import bridge
-from signoff.audit.canonical import digest
+from signoff.audit import sealing, values
 from signoff.audit.errors import NotAllowed, SchemaViolation
 
 pytestmark = pytest.mark.asyncio
@@ -51,11 +51,14 @@ async def test_approve_runs_tool_once(signoff: bridge.Signoff, runs_file: Path, 
     assert signoff.reviews.get(review.id).executed
     assert await h.resume() == []  # never twice
     # What happened, for the people who decided: the tool's result and the agent's next words.
+    # On a sealed log both sit beside the log, under commitments (no unsalted result_digest).
     [executed] = signoff.store.entries(kind="tool.executed")
-    assert executed.body["result_preview"] == '{"amount": 50, "ok": true, "to": "acct-1"}'
-    assert executed.body["result_digest"] == digest({"ok": True, "amount": 50, "to": "acct-1"})
+    lookup = values.lookup_for(signoff.store.read_rows, signoff.store.log_id, [review.id, review.frontier])
+    preview = sealing.reveal(executed.body["result_preview"], lookup, "preview")
+    assert preview == '{"amount": 50, "ok": true, "to": "acct-1"}' and "result_digest" not in executed.body
     [replied] = signoff.store.entries(kind="run.replied")
-    assert replied.body["frontier"] == review.frontier and replied.body["text"].startswith("done: ")
+    assert replied.body["frontier"] == review.frontier
+    assert sealing.reveal(replied.body["text"], lookup, "reply").startswith("done: ")
 
 
 async def test_edit_tool_receives_patched_args(signoff: bridge.Signoff, runs_file: Path, tmp_path: Path) -> None:

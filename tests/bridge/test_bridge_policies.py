@@ -13,7 +13,6 @@ from _support import REVIEWER, REVIEWER_KEY, Harness, last_text, runs, single_ag
 
 from signoff import bridge
 from signoff.audit import ReviewService
-from signoff.audit.canonical import digest
 from signoff.audit.keys import Signer, read_private_key
 from signoff.audit.store import default_admin_key
 from signoff.audit.verify import verify_store
@@ -102,10 +101,11 @@ async def test_a_call_the_policy_lets_through_runs_without_a_pause(
     assert signoff.reviews.pending() == [] and h.paused() == []
     assert [r["args"] for r in runs(runs_file)] == [{"amount": 60, "to": "acct-1"}]
     [auto] = signoff.store.entries(kind="review.auto_approved")
-    assert auto.body["inputs"]["args"] == {"amount": 60, "to": "acct-1"}
+    assert auto.body["inputs"]["args"] == auto.body["call"]["args"]  # sealed: the rule saw the values
+    assert signoff.reviews.get(auto.body["review"]).call.args == {"amount": 60, "to": "acct-1"}
     [executed] = signoff.store.entries(kind="tool.executed")
     assert executed.body["review"] == auto.body["review"]
-    assert executed.body["args_digest"] == digest({"amount": 60, "to": "acct-1"})
+    assert executed.body["args_digest"] == auto.body["call"]["args_digest"]
     assert signoff.reviews.get(auto.body["review"]).status == "auto_approved"
 
 

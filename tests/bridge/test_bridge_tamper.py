@@ -13,7 +13,7 @@ from _support import REVIEWER, REVIEWER_KEY, Harness, runs, single_agent, transf
 
 from signoff import bridge
 from signoff.audit import entry as entries
-from signoff.audit import merkle
+from signoff.audit import merkle, sealing
 from signoff.audit.canonical import digest
 from signoff.audit.store import Store
 from signoff.audit.verify import verify_store
@@ -67,7 +67,8 @@ async def test_args_changed_in_the_log_after_signing_stop_the_tool(
     await h.start()
     [review] = signoff.reviews.pending()
     signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY)
-    _rewrite_entry(signoff.store, review.opened_seq, {"args": {"amount": 5000, "to": "acct-1"}})
+    sealed = signoff.store.entry(review.opened_seq).body["call"]["args"]
+    _rewrite_entry(signoff.store, review.opened_seq, {"args": {**sealed, "amount": sealing.seal(5000).commitment}})
     await h.resume()
     assert runs(runs_file) == []  # neither 5000 (not what was signed) nor anything else
     assert "not proven" in _last_result(h)

@@ -89,7 +89,9 @@ class Demo:
         try:
 
             def find() -> Any:
-                for r in svc.pending(limit=500):
+                from signoff.desk.reveal import revealed
+
+                for r in revealed(store, svc.pending(limit=500)):  # a sealed log's values, from beside it
                     if r.id not in skip and marker in json.dumps(r.call.args, ensure_ascii=False):
                         return r
                 return None
@@ -151,9 +153,10 @@ class Demo:
 
 
 @contextmanager
-def running_demo(directory: Path, host: str = "127.0.0.1") -> Iterator[Demo]:
+def running_demo(directory: Path, host: str = "127.0.0.1", *, sealed: bool | None = None) -> Iterator[Demo]:
     """``desk demo`` on ``directory``; ``host`` is the name the browser uses (``localhost`` for passkeys:
-    an IP address is not a valid WebAuthn RP ID)."""
+    an IP address is not a valid WebAuthn RP ID); ``sealed``: its log keeps the values beside it
+    (``--sealed-values``) or in its entries (``--values-in-entries``); by default, as ``audit init``."""
     chromium_or_skip()
     port = free_port()
     log = (directory / "demo.out").open("wb")
@@ -170,6 +173,7 @@ def running_demo(directory: Path, host: str = "127.0.0.1") -> Iterator[Demo]:
             "--interval",
             "0",
             "--quiet",
+            *([] if sealed is None else ["--sealed-values" if sealed else "--values-in-entries"]),
         ],
         cwd=ROOT,
         stdout=log,

@@ -5,10 +5,14 @@ a store, sign-in through the form, and a helper that opens reviews the way the b
 admin enrolls each reviewer with an Ed25519 key file, which the tests sign decisions with (the
 ``*_json`` helpers build the API request bodies, ``sig`` included). ``signed=False`` makes a log
 that allows unsigned decisions (as ``desk demo`` does), with reviewers who hold no key, for the
-page tests that post forms without a passkey."""
+page tests that post forms without a passkey. ``sealed=True`` makes a log that keeps the values
+beside it (as ``audit init`` does without ``--values-in-entries``); by default the log is what
+``audit init`` makes by default,
+and the ``*_json`` helpers build the bodies as ``signoff.audit.decision.prepare_*`` do, on either."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -56,6 +60,11 @@ class Env:
     @property
     def desk(self) -> Any:
         return self.app.state.desk
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the log keeps its values beside it (entries hold commitments; desk/reveal.py)."""
+        return bool(self.desk.store.rules.sealed_values)
 
     def open(
         self,
@@ -110,7 +119,12 @@ class Env:
 
     def approve_json(self, review: Any, who: str = ALICE, rationale: str = "", payload: Any = None) -> dict[str, Any]:
         """On a review that needs several people (read fresh: ``svc.get``), the body names its round and
-        approves its round's args, as ``audit`` builds it."""
+        approves its round's args, as ``audit`` builds it; on a sealed log, over their commitments (with
+        the answer's salt beside it)."""
+        if getattr(review, "sealed", False):
+            prepared = decisions.prepare_approve(review, rationale, payload)
+            body = {"rationale": rationale, "payload": payload, "payload_salt": prepared.payload_salt}
+            return self.with_sig(body, who, decisions.APPROVED, prepared.body)
         round_, args = _round_of(review)
         entry = decisions.approve_body(review.id, digest(args), rationale, payload, round_)
         return self.with_sig({"rationale": rationale, "payload": payload}, who, decisions.APPROVED, entry)
@@ -118,6 +132,11 @@ class Env:
     def edit_json(
         self, review: Any, patch: list[Any], who: str = ALICE, rationale: str = "", payload: Any = None
     ) -> dict[str, Any]:
+        if getattr(review, "sealed", False):
+            prepared = decisions.prepare_edit(review, patch, rationale, payload)
+            body = {"patch": patch, "rationale": rationale, "payload": payload}
+            body.update(salts=prepared.salts, payload_salt=prepared.payload_salt)
+            return self.with_sig(body, who, decisions.EDITED, prepared.body)
         round_, args = _round_of(review)
         final = jsonpatch.apply_patch(args, patch)
         entry = decisions.edit_body(review.id, patch, final, rationale, payload, round_)
@@ -145,6 +164,39 @@ class Env:
         self.tokens[who] = self.desk.accounts.new_token(who, "test")
 
 
+def page_body(
+    data: dict[str, Any], kind: str, *, rationale: str = "", payload: Any = None, patch: list[Any] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The decision body desk.js builds from a review page's data (``#review-data``), and the form fields it
+    sends beside the signature: on a sealed log the commitments' digest, the sealed patch walked in the
+    page's ``order``, the answer's commitment, and the salts (``sealedBody``), as
+    ``signoff.audit.decision.prepare_*`` build them."""
+    from signoff.audit import sealing
+    from signoff.audit.rules import patched_args
+
+    review, round_ = data["id"], data.get("round")
+    if not data.get("sealed"):
+        if kind == decisions.APPROVED:
+            return decisions.approve_body(review, digest(data["args"]), rationale, payload, round_), {}
+        final = patched_args(data["args"], patch)
+        return decisions.edit_body(review, list(patch or []), final, rationale, payload, round_), {}
+    fields: dict[str, str] = {}
+    answer = payload
+    if payload is not None:
+        given = data.get("round_payload_salt")
+        salt = bytes.fromhex(given) if given and kind == decisions.APPROVED else sealing.new_salt()  # an edit: fresh
+        answer, fields["payload_salt"] = sealing.commit(payload, salt), salt.hex()
+    if kind == decisions.APPROVED:
+        return decisions.approve_body(review, digest(data["sealed_args"]), rationale, answer, round_), fields
+    plain = {name: data["args"][name] for name in data["order"]}
+    result = patched_args(plain, patch)
+    salts = {name: sealing.new_salt() for name in [*result, sealing.WHOLE]}
+    recorded, _kept = sealing.edit_patch(plain, result, data["sealed_args"], data["private"], salts)
+    final = patched_args(data["sealed_args"], recorded)
+    fields["salts"] = json.dumps({name: salt.hex() for name, salt in salts.items()})
+    return decisions.edit_body(review, recorded, final, rationale, answer, round_), fields
+
+
 def _round_of(review: Any) -> tuple[int | None, dict[str, Any]]:
     """(the round a decision body names, the args it approves): the current round's on a review that needs
     several approvals, (None, the opened args) otherwise."""
@@ -164,12 +216,15 @@ class BrowserClient(TestClient):
             self.headers["origin"] = f"{scheme}://{rest.split('/', 1)[0]}"
 
 
-def make_env(url: str, tmp_path: Path, *, signed: bool = True) -> Env:
+def make_env(url: str, tmp_path: Path, *, signed: bool = True, sealed: bool | None = None) -> Env:
     from signoff.desk.app import create_app
 
     key = tmp_path / "log.key"
     store = open_store(url)
-    store.init_log(key, signed_decisions=signed)
+    if sealed is None:  # as `audit init` makes a log by default
+        store.init_log(key, signed_decisions=signed)
+    else:
+        store.init_log(key, signed_decisions=signed, sealed_values=sealed)
     admin = read_private_key(default_admin_key(key))
     svc = ReviewService(store)
     signers = {who: Signer.generate() for who in (ALICE, BOB, CAROL)} if signed else {}

@@ -121,10 +121,15 @@ class AheadClock:
         self.offset += dt.timedelta(seconds=seconds)
 
 
-def make_log(url: str, tmp: Path, clock: Callable[[], dt.datetime] | None = None) -> Log:
+def make_log(url: str, tmp: Path, clock: Callable[[], dt.datetime] | None = None, *, sealed: bool | None = None) -> Log:
+    """``sealed``: the log keeps the values beside it (as ``audit init`` does without
+    ``--values-in-entries``); by default, as ``audit init`` makes a log."""
     clock = clock or AheadClock()
     store = open_store(url, clock=clock)
-    store.init_log(tmp / "log.key")
+    if sealed is None:
+        store.init_log(tmp / "log.key")
+    else:
+        store.init_log(tmp / "log.key", sealed_values=sealed)
     admin = read_private_key(default_admin_key(tmp / "log.key"))
     svc = ReviewService(store)
     alice = Signer.generate()

@@ -3,6 +3,7 @@ the outcome, and the Decided history.
 
     .venv/bin/python tests/desk/screenshots.py [--out examples/screenshots]
     .venv/bin/python tests/desk/screenshots.py --phone     # 390 x 844 views into test-artifacts/
+    .venv/bin/python tests/desk/screenshots.py --sealed    # a sealed log's views, desktop and phone
 
 It runs ``desk demo`` (its scripted ADK agent proposes calls through the bridge and resumes as
 people decide), feeds it the scenarios below, decides some of them in headless Chromium through
@@ -125,10 +126,11 @@ SCENARIOS: list[dict[str, Any]] = [
 
 def _pending(demo: Demo) -> list[Any]:
     from signoff.audit import ReviewService, open_store
+    from signoff.desk.reveal import revealed
 
     store = open_store(demo.store_url)
     try:
-        return ReviewService(store).pending(limit=100)
+        return revealed(store, ReviewService(store).pending(limit=100))  # a sealed log's values, from beside it
     finally:
         store.close()
 
@@ -271,14 +273,112 @@ def take_phone(out: Path, directory: Path) -> list[Path]:
     return [out / name for name in PHONE_SHOTS]
 
 
+SEALED_SHOTS = (
+    "sealed-queue.png",
+    "sealed-review.png",
+    "sealed-erased.png",
+    "sealed-tampered.png",
+    "sealed-queue-phone.png",
+    "sealed-review-phone.png",
+    "sealed-erased-phone.png",
+    "sealed-tampered-phone.png",
+)
+
+
+def _erase(demo: Demo, review_id: str, reason: str) -> None:
+    from signoff.audit import erasure, open_store
+    from signoff.audit.keys import read_private_key
+
+    store = open_store(demo.store_url)
+    try:
+        erasure.erase(store, review_id, reason=reason, admin=read_private_key(demo.dir / "log.admin.key"))
+    finally:
+        store.close()
+
+
+def _tamper(demo: Demo, review_id: str, name: str, value: Any) -> None:
+    """A value changed in ``signoff_value`` behind the service's back."""
+    from sqlalchemy import text
+
+    from signoff.audit import ReviewService, open_store, sealing
+
+    store = open_store(demo.store_url)
+    try:
+        commitment = store.entry(ReviewService(store).get(review_id).opened_seq).body["call"]["args"][name]
+        with store.write_engine.begin() as conn:
+            conn.execute(
+                text("UPDATE signoff_value SET value = :v WHERE commitment = :c"),
+                {"v": sealing.value_json(value), "c": commitment},
+            )
+    finally:
+        store.close()
+
+
+def take_sealed(out: Path, directory: Path) -> list[Path]:
+    """``desk demo --sealed-values``, desktop and phone: the queue, a review (its values revealed from beside
+    the log), an erased review (when, by whom and why, in place of its values) and a review whose value
+    was changed behind the service's back (none of its values shown)."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    with running_demo(directory, host="localhost", sealed=True) as demo, sync_playwright() as p:
+        browser = launch(p)
+        page = sign_in(browser, demo, demo.email, demo.password)
+        page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
+        for s in SCENARIOS[:2] + SCENARIOS[5:6] + SCENARIOS[3:4]:
+            demo.propose(*[(name, args) for name, args in s["calls"]], prompt=s["prompt"])
+            time.sleep(0.15)
+        transfer = _find(demo, "transfer_money", "Invoice 1042")
+        email = _find(demo, "send_email", "Dana")
+        weekly = _find(demo, "send_email", "Weekly status")
+        delete = _find(demo, "delete_record", "7781")
+        page.goto(f"{demo.url}/reviews/{weekly.id}")
+        page.click("#approve-btn")
+        page.wait_for_selector("#decision-done")
+        page.wait_for_selector("#o-reply.done", timeout=20_000)
+        page.goto(f"{demo.url}/reviews/{delete.id}")
+        page.click(".tab[data-tab=reject]")
+        page.fill("#reject-form textarea[name=reason]", "Erase it through `audit erase`, not the tool.")
+        page.click("#reject-btn")
+        page.wait_for_selector("#decision-done")
+        _erase(demo, weekly.id, "Customer 7781 asked us to erase their data (GDPR Art. 17), ticket #5512")
+        _tamper(demo, email.id, "to", "attacker@example.net")
+        views = [
+            ("queue", f"{demo.url}/queue", "#live[data-state=live]"),
+            ("review", f"{demo.url}/reviews/{transfer.id}", "#args-table"),
+            ("erased", f"{demo.url}/reviews/{weekly.id}", "#values-erased"),
+            ("tampered", f"{demo.url}/reviews/{email.id}", "#values-withheld"),
+        ]
+        for size, suffix in (({"width": WIDTH, "height": HEIGHT}, ""), (PHONE, "-phone")):
+            page.set_viewport_size(size)
+            for name, url, ready in views:
+                page.goto(url)
+                page.wait_for_selector(ready)
+                _shot(page, out / f"sealed-{name}{suffix}.png", full=True)
+        browser.close()
+    return [out / name for name in SEALED_SHOTS]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"where the PNGs go (default {OUT.relative_to(ROOT)})")
     parser.add_argument(
         "--phone", action="store_true", help="phone-sized views instead (390 x 844; default --out test-artifacts)"
     )
+    parser.add_argument(
+        "--sealed",
+        action="store_true",
+        help="a sealed log's views (desk demo --sealed-values: revealed, erased, tampered), desktop and phone "
+        "(default --out test-artifacts)",
+    )
     a = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="signoff-shots-") as tmp:
+        if a.sealed:
+            out = a.out if a.out != OUT else ROOT / "test-artifacts"
+            for path in take_sealed(out, Path(tmp)):
+                print(path)
+            return 0
         if a.phone:
             out = a.out if a.out != OUT else ROOT / "test-artifacts"
             for path in take_phone(out, Path(tmp)):

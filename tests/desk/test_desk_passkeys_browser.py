@@ -10,6 +10,10 @@ these tests sign with EdDSA and ES256 passkeys, check that each tool ran with ex
 args, that ``audit verify`` passes offline on the export (kept as tests/audit/fixtures/
 webauthn_log.jsonl), and that args changed in the database, before or after the signature, never
 reach a tool.
+
+The signing tests' log writes the values into its entries (``desk demo --values-in-entries``), so that
+each entry can be checked against the values signed and the export stays the audit tests' fixture;
+test_desk_sealed_browser.py signs the same decisions on a log that keeps the values beside it.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ def decided(demo: Demo, review_id: str) -> tuple[Any, Any]:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    with running_demo(tmp_path_factory.mktemp("passkeys"), host="localhost") as d:
+    with running_demo(tmp_path_factory.mktemp("passkeys"), host="localhost", sealed=False) as d:
         yield d
 
 
@@ -275,6 +279,8 @@ def test_the_log_verifies_offline_and_is_kept_as_a_fixture(pat_key: dict[str, An
     """`audit export` then `audit verify FILE` (no database); the export becomes the audit tests' fixture."""
     ARTIFACTS.mkdir(exist_ok=True)
     exported = ARTIFACTS / "webauthn_log.jsonl"
+    # A values file beside it (an earlier export of a sealed log) would be read with it: none here.
+    exported.with_name(exported.name + ".values.jsonl").unlink(missing_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     audit = [sys.executable, "-m", "signoff.audit.cli", "--store", demo.store_url]
     subprocess.run([*audit, "export", "-o", str(exported)], check=True, cwd=ROOT, env=env)

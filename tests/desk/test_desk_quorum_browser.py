@@ -23,7 +23,7 @@ from livekit import serving
 
 from signoff.audit import ReviewService, open_store
 from signoff.audit.canonical import digest
-from signoff.audit.decided import prove_decision
+from signoff.audit.decided import prove_decision, review_from_sealed
 from signoff.audit.keys import read_private_key
 from signoff.audit.store import default_admin_key
 
@@ -69,6 +69,13 @@ def _log(demo: Demo, review_id: str) -> tuple[Any, list[Any]]:
         return svc.get(review_id), svc.history(review_id)
     finally:
         store.close()
+
+
+def _held(entries: list[Any], review_id: str) -> dict[str, Any]:
+    """The round's args (once decided, the final ones) as the review's entries hold them: what an approval
+    signs the digest of (commitments in place of the values, on a log that keeps them beside it)."""
+    held = review_from_sealed(review_id, [e for e in entries if e.body.get("review") == review_id], False)
+    return dict(held.sealed_round_args if held.sealed_round_args is not None else held.final_args or {})
 
 
 def _proven(demo: Demo, review_id: str) -> Any:
@@ -145,7 +152,7 @@ def test_two_passkeys_approve_one_call_and_each_page_shows_the_progress(quinn: A
     approved, entries = _log(demo, review.id)
     first = next(e for e in entries if e.kind == "review.approved")
     assert approved.status == "pending" and first.actor == quinn.actor and first.sig["alg"] == "WebAuthn"
-    assert first.body["round"] == 0 and first.body["args_digest"] == digest(args)
+    assert first.body["round"] == 0 and first.body["args_digest"] == digest(_held(entries, review.id))
 
     rudi.click("#approve-btn")  # the second pair of eyes, signed with rudi's passkey
     queue.locator(f'tr[data-review="{review.id}"]').wait_for(state="detached", timeout=15_000)
@@ -218,7 +225,8 @@ def test_an_edit_starts_a_round_that_the_other_passkey_signs_on_the_changed_args
     decided, entries = _log(demo, review.id)
     assert decided.status == "edited" and decided.final_args == edited
     last = entries[[e.seq for e in entries].index(decided.decision_seq)]
-    assert last.kind == "review.approved" and last.body["round"] == 1 and last.body["args_digest"] == digest(edited)
+    assert last.kind == "review.approved" and last.body["round"] == 1
+    assert last.body["args_digest"] == digest(_held(entries, review.id))
     wait_until(lambda: _proven(demo, review.id).review.final_args == edited, 5, "the gate's proof")
 
 

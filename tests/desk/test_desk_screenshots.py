@@ -42,3 +42,18 @@ def test_the_script_makes_every_screenshot_the_readme_shows(tmp_path: Path) -> N
     assert set(shown) <= set(screenshots.SHOTS), "the README shows a screenshot the script does not make"
     for name in shown:
         assert (SHOWN / name).exists(), f"examples/screenshots/{name} is missing: run tests/desk/screenshots.py"
+
+
+def test_the_sealed_views_desktop_and_phone(tmp_path: Path) -> None:
+    """A sealed log (``desk demo --sealed-values``): the queue and a review with their values revealed, an
+    erased review and a tampered one, each at 1280 px and 390 px wide, into test-artifacts/ for a look."""
+    chromium_or_skip()
+    import screenshots
+
+    made = screenshots.take_sealed(ROOT / "test-artifacts", tmp_path / "demo")
+    assert [p.name for p in made] == list(screenshots.SEALED_SHOTS)
+    for path in made:
+        width, height = _png_size(path)
+        wanted = screenshots.PHONE["width"] if path.name.endswith("-phone.png") else screenshots.WIDTH
+        assert width == wanted and height >= 600, (path.name, width, height)
+        assert path.stat().st_size > 20_000, f"{path.name} looks empty"

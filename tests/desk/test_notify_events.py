@@ -14,6 +14,7 @@ from notifykit import ALICE, Log, make_log, receiver_check, slack_problem
 
 from signoff.audit.entry import Entry
 from signoff.audit.keys import Signer
+from signoff.audit.values import lookup_for
 from signoff.desk.notify import ConfigError, Endpoint, SignatureError, sign, verify
 from signoff.desk.notify._channels import body_bytes, email_message, slack_message
 from signoff.desk.notify._endpoints import check, endpoint_from_options
@@ -36,7 +37,10 @@ def _events(lg: Log, start: int = 0) -> list[Any]:
         deadline = r.deadline.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if r.deadline else None
         return ReviewFacts(r.call.tool, r.call.agent, r.call.app, r.call.session, r.call.args, r.policy.role, deadline)
 
-    return [ev for entry in lg.store.entries(start=start) for ev in events_of(entry, lookup)]
+    entries = list(lg.store.entries(start=start))
+    # The values beside a sealed log, as the notifier reads them (desk/notify/_runner.py ``_values``).
+    values = lookup_for(lg.store.read_rows, lg.store.log_id, [str(e.body.get("review")) for e in entries])
+    return [ev for entry in entries for ev in events_of(entry, lookup, None, values)]
 
 
 def test_each_lifecycle_entry_yields_its_event_with_an_id_from_log_seq_and_type(log: Log) -> None:

@@ -9,7 +9,7 @@ import time
 from deskkit import ALICE, BOB, CAROL, BrowserClient, Env
 from fastapi.testclient import TestClient
 
-from signoff.audit import digest
+from signoff.audit import digest, sealing
 
 
 def test_api_needs_a_token(env: Env, client: TestClient) -> None:
@@ -83,6 +83,8 @@ def test_get_review_with_frontier_and_role(env: Env, client: TestClient) -> None
         "failed": False,
         "failed_seq": None,
         "failed_reason": None,
+        "result_note": "",
+        "reply_note": "",
     }
     # Outside BOB's roles and tools: not there at all for him.
     assert client.get(f"/api/reviews/{first.id}", headers=env.bearer(BOB)).status_code == 404
@@ -130,8 +132,15 @@ def test_edit(env: Env, client: TestClient) -> None:
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "edited" and r.json()["final_args"] == {"amount": 7, "to": "acct-1"}
     entry = env.svc.history(rev.id)[-1]
-    assert entry.kind == "review.edited" and entry.body["patch"] == patch
-    assert entry.body["args_digest"] == digest({"amount": 7, "to": "acct-1"})
+    assert entry.kind == "review.edited" and r.json()["patch"] == patch  # the patch as the reviewer made it
+    if env.sealed:  # the entry records the changed member replaced by a new commitment (test_desk_sealed.py)
+        assert [op["path"] for op in entry.body["patch"]] == ["/amount"]
+        assert sealing.is_commitment(entry.body["patch"][0]["value"])
+        opened = env.desk.store.entry(rev.opened_seq).body["call"]["args"]
+        assert entry.body["args_digest"] == digest({**opened, "amount": entry.body["patch"][0]["value"]})
+    else:
+        assert entry.body["patch"] == patch
+        assert entry.body["args_digest"] == digest({"amount": 7, "to": "acct-1"})
 
 
 def test_reject(env: Env, client: TestClient) -> None:

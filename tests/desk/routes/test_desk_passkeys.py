@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from deskkit import ALICE, CAROL, PASSWORD, BrowserClient, Env, csrf_of, make_env, sign_in
+from deskkit import ALICE, CAROL, PASSWORD, BrowserClient, Env, csrf_of, make_env, page_body, sign_in
 from fastapi.testclient import TestClient
 from softkey import SoftPasskey
 from sqlalchemy import text
@@ -185,8 +185,8 @@ def test_signed_approve_edit_reject_through_the_forms(env: Env, client: TestClie
     data = _review_data(client, a.id)
     assert data["sign"]["must"] and data["sign"]["rp_id"] == "localhost" and data["actor"] == DANA
     assert [p["alg"] for p in data["sign"]["passkeys"]] == ["ES256"] and data["log"] == env.desk.store.log_id
-    body = decisions.approve_body(a.id, decisions.digest(data["args"]), "checked\nthe invoice")
-    fields = _signed_form(env, key, data, decisions.APPROVED, body)
+    body, extra = page_body(data, decisions.APPROVED, rationale="checked\nthe invoice")
+    fields = {**_signed_form(env, key, data, decisions.APPROVED, body), **extra}
     # The form sends the rationale with CR LF line breaks (HTML form submission); the page signed LF.
     resp = client.post(f"/reviews/{a.id}/approve", data={"csrf": csrf, "rationale": "checked\r\nthe invoice", **fields})
     assert resp.status_code == 200 and "Recorded" in resp.text and "signed with your passkey" in resp.text
@@ -194,8 +194,8 @@ def test_signed_approve_edit_reject_through_the_forms(env: Env, client: TestClie
     data = _review_data(client, e.id)
     edited = {**data["args"], "amount": 3}
     patch = jsonpatch.make_patch(data["args"], edited).patch
-    body = decisions.edit_body(e.id, patch, edited, "", {"limit": 7})
-    fields = _signed_form(env, key, data, decisions.EDITED, body)
+    body, extra = page_body(data, decisions.EDITED, payload={"limit": 7}, patch=patch)
+    fields = {**_signed_form(env, key, data, decisions.EDITED, body), **extra}
     resp = client.post(
         f"/reviews/{e.id}/edit",
         data={"csrf": csrf, "patch": json.dumps(patch), "payload": '{"limit": 7}', **fields},
@@ -229,8 +229,8 @@ def test_args_changed_on_the_server_after_display_get_no_signature(
     csrf = csrf_of(client.get("/account").text)
     rev = env.open()[0]
     data = _review_data(client, rev.id)  # the page shows amount 10
-    body = decisions.approve_body(rev.id, decisions.digest(data["args"]))
-    fields = _signed_form(env, key, data, decisions.APPROVED, body)
+    body, extra = page_body(data, decisions.APPROVED)
+    fields = {**_signed_form(env, key, data, decisions.APPROVED, body), **extra}
     # Someone with the database rewrites the review's queue row before the form arrives.
     changed = {**data["args"], "to": "acct-attacker"}
     with env.desk.store.write_engine.begin() as conn:
@@ -385,8 +385,8 @@ def test_register_and_sign_on_each_backend(store_url: str, tmp_path: Path) -> No
             assert register(client, key).status_code == 201
             rev = env.open()[0]
             data = _review_data(client, rev.id)
-            body = decisions.approve_body(rev.id, decisions.digest(data["args"]), "ok")
-            fields = _signed_form(env, key, data, decisions.APPROVED, body)
+            body, extra = page_body(data, decisions.APPROVED, rationale="ok")
+            fields = {**_signed_form(env, key, data, decisions.APPROVED, body), **extra}
             resp = client.post(f"/reviews/{rev.id}/approve", data={"csrf": csrf, "rationale": "ok", **fields})
             assert resp.status_code == 200 and "signed with your passkey" in resp.text
             assert prove_decision(env.desk.store, rev.id).signed_by == env.svc.keys(DANA)[0].fingerprint

@@ -110,7 +110,9 @@ def test_an_edit_starts_a_round_that_others_approve_on_the_round_args(env: Env, 
     assert [a["by"] for a in edited["approvals"]] == [ALICE] and edited["patch"] == patch
     assert edited["call"]["args"] == {"amount": 10, "to": "acct-1"}  # what the agent proposed stays as it was
     entry = env.svc.history(review.id)[-1]
-    assert entry.body["round"] == 0 and entry.body["args_digest"] == digest({"amount": 7, "to": "acct-1"})
+    # The digest of the round's args as the entries hold them (commitments, on a log that keeps values beside it).
+    assert entry.body["round"] == 0 and entry.body["args_digest"] == digest(env.svc.get(review.id).sealed_round_args)
+    assert env.sealed or env.svc.get(review.id).sealed_round_args == {"amount": 7, "to": "acct-1"}
 
     # An approval signed over the opened args (round 0) no longer matches what the server would record.
     stale = decisions.approve_body(review.id, review.args_digest, "", None, 0)
