@@ -16,9 +16,10 @@ from sqlalchemy import bindparam, func, select
 from sqlmodel import col
 
 from signoff.audit import values
-from signoff.audit.decided import read_review, reveal_review
+from signoff.audit.decided import read_review
 from signoff.audit.entry import Entry, format_time, parse_time
 from signoff.audit.log_state import ProjectionDisagrees, read_frontier
+from signoff.audit.revealing import reveal_review
 from signoff.audit.review_types import Frontier, Review, review_from_row
 from signoff.audit.rules import RUNNABLE
 from signoff.audit.store import Store

@@ -5,7 +5,9 @@ review projection after the head lock, checks the pure rules of :mod:`audit.rule
 appends the entry and updates the projection, or raises and writes nothing.
 
 :class:`ReviewService` writes the lifecycle here; its bases read reviews
-(:mod:`audit.review_queries`) and enroll reviewers and keys (:mod:`audit.reviewers`).
+(:mod:`audit.review_queries`) and enroll reviewers and keys (:mod:`audit.reviewers`); a sealed
+log's values are :mod:`audit.review_sealing`'s. Over ~400 lines on purpose: each operation is one
+transaction, written out where its checks can be read in order.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from sqlmodel import col
 
 from signoff.audit import decision, rules, sealing, values
 from signoff.audit.canonical import check, digest
-from signoff.audit.decided import reveal_review, review_from_entries
+from signoff.audit.decided import review_from_entries
 from signoff.audit.entry import Entry, check_actor, format_time
 from signoff.audit.errors import (
     DuplicateReview,
@@ -38,6 +40,7 @@ from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bou
 from signoff.audit.log_state import FrontierOnLog, alarm, read_frontier, read_review_in
 from signoff.audit.review_policies import ReviewPolicies, check_policies
 from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, ReviewQueries
+from signoff.audit.review_sealing import Sealer
 from signoff.audit.review_types import (
     CallSpec,
     Frontier,
@@ -238,7 +241,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             current = rules.check_open(state, review_id)
             rules.check_decider(reviewer, decider, current)
             rules.check_deadline(current, tx.at)
-            sealer = _Sealer(tx, row, review_id)
+            sealer = Sealer(tx, row, review_id)
             body = make_body(current, sealer)
             new_state, final_args = rules.decide(state, review_id, kind, reviewer, body, tx.at, decider)
             entry = tx.append(reviewer, kind, body, tx.signature(reviewer, kind, body, sig, signer or self.signer))
@@ -275,7 +278,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             bounded(payload, "$.payload", MAX_PAYLOAD_BYTES)
         salt = sealing.salts_from_hex({"payload_salt": payload_salt}, "$")["payload_salt"] if payload_salt else None
 
-        def body(state: rules.ReviewState, sealer: _Sealer) -> dict[str, Any]:
+        def body(state: rules.ReviewState, sealer: Sealer) -> dict[str, Any]:
             _check_round(review_id, state, round)
             answer = sealer.payload(payload, salt, state.round_payload)
             return decision.approve_body(review_id, state.args_digest, rationale, answer, _round_of(state))
@@ -308,7 +311,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         given = sealing.salts_from_hex(salts) if salts is not None else None
         salt = sealing.salts_from_hex({"payload_salt": payload_salt}, "$")["payload_salt"] if payload_salt else None
 
-        def body(state: rules.ReviewState, sealer: _Sealer) -> dict[str, Any]:
+        def body(state: rules.ReviewState, sealer: Sealer) -> dict[str, Any]:
             _check_round(review_id, state, round)
             assert state.args is not None
             plain = sealer.args(state.args)
@@ -337,7 +340,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             raise MissingReason(f"reason: expected a non-empty reason for the rejection, found {reason!r}")
         bounded_text(reason, "$.reason")
 
-        def body(_state: rules.ReviewState, _sealer: _Sealer) -> dict[str, Any]:
+        def body(_state: rules.ReviewState, _sealer: Sealer) -> dict[str, Any]:
             return decision.reject_body(review_id, reason)
 
         return self._decide(review_id, "review.rejected", reviewer, body, sig, signer)
@@ -599,79 +602,3 @@ def _round_of(state: rules.ReviewState) -> int | None:
     """The round a decision names: only on reviews that need several people (their bodies say which)."""
     return state.round if state.approvals_needed > 1 else None
 
-
-class _Sealer:
-    """A decision's values on a sealed log, in its transaction: the round's revealed (and checked),
-    the new ones sealed and kept; on a log that keeps values in its entries, it passes them through."""
-
-    def __init__(self, tx: Tx, row: Any, review_id: str) -> None:
-        self.sealed = tx.rules.sealed_values and row is not None
-        self.review_id = review_id
-        self.kept: list[sealing.Kept] = []
-        self._private = Policy.from_json(json.loads(row.data).get("policy")).private if row is not None else None
-        self._memo: dict[str, tuple[bytes, Any]] = {}
-        self._tx = tx
-        self._lookup: sealing.Lookup | None = None if self.sealed else values.none
-
-    def get(self, commitment: str) -> tuple[bytes, Any] | None:
-        found = self._memo.get(commitment)
-        if found is None:
-            if self._lookup is None:  # read the review's values once, when first needed
-                self._lookup = values.lookup_for(self._tx.rows, self._tx.log, [self.review_id])
-            found = self._lookup(commitment)
-            if found is not None:
-                self._memo[commitment] = found
-        return found
-
-    def args(self, sealed_args: dict[str, Any]) -> dict[str, Any]:
-        if not self.sealed:
-            return sealed_args
-        try:
-            return sealing.reveal_args(sealed_args, self.get, f"review {self.review_id}: args")
-        except sealing.ValueProblem as exc:
-            raise ExecutionMismatch(str(exc)) from None
-
-    def payload(self, payload: Any, salt: bytes | None, round_payload: Any) -> Any:
-        """The answer as the entry holds it: sealed with ``salt``, or the salt of the round's earlier
-        answer (so that the same answer gives the same commitment), or a new one."""
-        if not self.sealed or payload is None:
-            return payload
-        if salt is None and sealing.is_commitment(round_payload):
-            earlier = self.get(round_payload)
-            salt = earlier[0] if earlier is not None else None
-        item = sealing.seal(payload, salt)
-        if item.commitment == round_payload:  # the round's answer again: its value is kept already
-            return item.commitment
-        return self._keep(item)
-
-    def edit(
-        self,
-        round_sealed: dict[str, Any],
-        round_plain: dict[str, Any],
-        result: dict[str, Any],
-        salts: dict[str, bytes] | None,
-    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The patch a sealed edit records, and the sealed args it gives."""
-        if salts is None:
-            salts = {name: sealing.new_salt() for name in [*result, sealing.WHOLE]}
-        try:
-            recorded, kept = sealing.edit_patch(round_plain, result, round_sealed, self._private, salts)
-        except sealing.ValueProblem as exc:
-            raise InvalidEntry(str(exc)) from None
-        for item in kept:
-            self._keep(item)
-        return recorded, rules.patched_args(round_sealed, recorded)
-
-    def _keep(self, item: sealing.Kept) -> str:
-        if self.get(item.commitment) is not None:  # a salt used again: one value, one commitment, one row
-            raise InvalidEntry(
-                f"salts: expected a fresh salt for each new value of review {self.review_id}, found one that gives "
-                "a commitment the review holds already"
-            )
-        self.kept.append(item)
-        self._memo[item.commitment] = (item.salt, item.value)
-        return item.commitment
-
-    def shown(self, review: Review) -> Review:
-        """The review returned to the caller, its values revealed."""
-        return reveal_review(review, (), self.get) if self.sealed else review

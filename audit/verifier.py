@@ -5,7 +5,10 @@ hash, RFC 8785 form, the index columns stored beside it, who may write it and it
 against keys enrolled earlier on the log (:mod:`signoff.audit.trust`), the review rules 1–6
 (:mod:`signoff.audit.rules`), the checkpoints recorded on the log, and its stored Merkle nodes
 (RFC 9162 §2.1). A settled review is folded into a multiset hash of its projection row
-(:func:`review_tuple`).
+(:func:`review_tuple`). On a sealed log the values' checks are :mod:`.verifier_values`'.
+
+Over ~400 lines on purpose: what is left here is one state machine over the entries, whose kinds
+share the same per-review state; the checks that need none of it live in their own modules.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from signoff.audit import c2sp, merkle, policies, rules, sealing, trust, value_ledger
+from signoff.audit import c2sp, merkle, policies, rules, sealing, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import (
@@ -34,8 +37,9 @@ from signoff.audit.entry import (
 )
 from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
-from signoff.audit.schema import check_args
 from signoff.audit.value_ledger import ValueLedger
+from signoff.audit.verifier_values import SealedChecks, check_sealed_call
+from signoff.audit.verifier_values import small_id as _small
 
 
 @dataclass
@@ -58,7 +62,7 @@ class ReviewFacts:
         return seq
 
 
-class Verifier:
+class Verifier(SealedChecks):
     """Feed entries in order with :meth:`add`; call :meth:`finish`. Pure over bytes and ints."""
 
     def __init__(self, *, start: int = 0, prev: str = ZERO_HASH, compact: merkle.CompactRange | None = None) -> None:
@@ -351,13 +355,7 @@ class Verifier:
     def _apply(self, seq: int, data: dict[str, Any]) -> None:
         kind, actor, body, at = data["kind"], data["actor"], data["body"], data["at"]
         if self.ring.rules.sealed_values:
-            owner, held = value_ledger.held(kind, body)
-            if held and kind == "review.approved":  # the round's answer again holds no new value
-                facts = self.reviews.get(str(body.get("review")))
-                if facts is not None and facts.state.round_payload is not None:
-                    held = [c for c in held if c != facts.state.round_payload]
-            if held:
-                self.ledger.hold(owner, held)
+            self._hold_values(kind, body)
         if kind == trust.ERASED:
             self._erased(seq, actor, body, at)
         elif kind == "review.opened":
@@ -467,7 +465,7 @@ class Verifier:
         policy = body.get("policy") or {}
         self._check_opened_policy(seq, str(call.get("tool")), policy)
         if self.ring.rules.sealed_values:
-            _check_sealed_call(seq, review_id, call, policy.get("private"))
+            check_sealed_call(seq, review_id, call, policy.get("private"))
         state = rules.ReviewState(
             id=review_id,
             frontier=frontier_id,
@@ -540,49 +538,6 @@ class Verifier:
                 seq, "review policy", f"the terms of policy {in_force.name}", f"other {', '.join(weaker)}"
             )
 
-    def _erased(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
-        """``data.erased``: values of a settled review (and its frontier's reply) deleted from beside the
-        log, on a sealed log only; by retention only once the review's policy lets them go."""
-        if not self.ring.rules.sealed_values:
-            raise VerificationFailed(
-                seq, "data.erased", "a log with sealed values", "a log that keeps values in entries"
-            )
-        value_ledger.check_erased_body(seq, body)
-        review_id = str(body["review"])
-        if not self._done(review_id):
-            raise VerificationFailed(seq, "data.erased", f"review {review_id} done (decided and run, or closed)",
-                                     "a review still open, still to run, or unknown")  # fmt: skip
-        if body.get("reason") == trust.RETENTION:
-            until = self.retention.get(_small(review_id))
-            if until is None or at < until:
-                raise VerificationFailed(
-                    seq, "data.erased (retention)", f"review {review_id}'s retention to have passed ({until})", at
-                )
-        self.ledger.erase(review_id, value_ledger.erased_by(body))
-
-    def _done(self, review_id: str) -> bool:
-        """Settled: closed without running, run, or failed (folded away, or kept with ``keep_all``)."""
-        if _small(review_id) in self.closed_reviews:
-            return True
-        facts = self.reviews.get(review_id)
-        if facts is None:
-            return False
-        state = facts.state
-        return state.status in rules.FINAL and (state.status not in rules.RUNNABLE or state.executed or state.failed)
-
-    def _sealed_schema(self, seq: int, review_id: str, schema: Any, sealed_args: dict[str, Any]) -> None:
-        """An edit's args on a sealed log meet the tool's schema, checked where the values are at hand."""
-        if schema is None or self.values is None or not sealing.commitments_in(sealed_args):
-            return
-        try:
-            plain = sealing.reveal_args(sealed_args, self.values, f"review {review_id}")
-        except sealing.ValueProblem:
-            return  # erased (or missing: the values pass names it)
-        try:
-            check_args(schema, plain)
-        except ReviewError as exc:
-            raise VerificationFailed(seq, "edited args (tool schema)", "args the schema allows", str(exc)) from None
-
     def _auto_approved(self, seq: int, actor: str, body: dict[str, Any], at: str) -> None:
         """``review.auto_approved``: the rule of the policy in force, evaluated again on the recorded
         inputs, which must be the call's own, lets the call through."""
@@ -620,7 +575,7 @@ class Verifier:
                     seq, "review policy", f"retain_seconds {retain}", repr(named.get("retain_seconds"))
                 )
             named = {k: v for k, v in named.items() if k != "retain_seconds"}
-            _check_sealed_call(
+            check_sealed_call(
                 seq,
                 review_id,
                 call,
@@ -738,46 +693,10 @@ class Verifier:
         if state.status not in rules.RUNNABLE:
             self._settle_review(facts)
 
-    def _revealed(self, sealed_args: dict[str, Any], review_id: str) -> dict[str, Any] | None:
-        if self.values is None:
-            return None
-        try:
-            return sealing.reveal_args(sealed_args, self.values, f"review {review_id}")
-        except sealing.ValueProblem:
-            return None
-
     # -- the end ----------------------------------------------------------------------
 
     def root(self) -> str:
         return format_hash(self.compact.root())
-
-
-def _check_sealed_call(seq: int, review_id: str, call: dict[str, Any], private: Any) -> None:
-    """On a sealed log a call's private args members, its question, hint and excerpts are commitments."""
-    args = call.get("args") or {}
-    clear = [] if sealing.sealed_whole(args) else [
-        name for name, value in args.items()
-        if (private is None or name in private) and not sealing.is_commitment(value)
-    ]  # fmt: skip
-    if call.get("payload") is not None and not sealing.is_commitment(call.get("payload")):
-        clear.append("payload")
-    if call.get("hint") and not sealing.is_commitment(call.get("hint")):
-        clear.append("hint")
-    clear += [f"context.{k}" for k, v in (call.get("context") or {}).items() if not sealing.is_commitment(v)]
-    if clear:
-        raise VerificationFailed(
-            seq, "sealed values", f"review {review_id}: commitments for its private values", f"{clear} in clear"
-        )
-
-
-def _small(identifier: str) -> int | str:
-    """A compact set key for a closed id: ``rv_``/``fr_`` + 16 hex digits fit in one int."""
-    if len(identifier) == 19 and identifier[2] == "_":
-        try:
-            return int(identifier[3:], 16) << 1 | (identifier[0] == "f")
-        except ValueError:
-            pass
-    return identifier
 
 
 def review_tuple(facts: ReviewFacts) -> tuple[Any, ...]:

@@ -33,10 +33,11 @@ from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
-from signoff.audit.decided import reveal_review, review_from_entries
+from signoff.audit.decided import review_from_entries
 from signoff.audit.errors import UnknownReview
 from signoff.audit.log_state import alarm
 from signoff.audit.reader import parse_entry
+from signoff.audit.revealing import reveal_review
 from signoff.audit.review_types import Review, review_from_row
 from signoff.audit.sealing import Lookup
 from signoff.audit.tables import EntryRow, FrontierRow, ReviewRow

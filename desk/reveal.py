@@ -33,9 +33,9 @@ from sqlalchemy import select
 from sqlmodel import col
 
 from signoff.audit import sealing, values
-from signoff.audit.decided import reveal_review
 from signoff.audit.entry import Entry
 from signoff.audit.reader import parse_entry
+from signoff.audit.revealing import reveal_review
 from signoff.audit.review_types import Review
 from signoff.audit.sealing import Lookup, member_order
 from signoff.audit.tables import EntryRow
