@@ -61,17 +61,28 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
 def cmd_retention_run(args: argparse.Namespace) -> int:
     from signoff.audit import erasure
+    from signoff.audit.keys import read_private_key
 
-    done = [item for item in erasure.retention_run(open_existing(args)) if item.entry is not None]
-    rows = [_erased_json(item) for item in done]
+    if args.admin_key and args.service_key:
+        raise UnusableInput("audit retention run: expected --admin-key or --service-key (one of them), found both")
+    store = open_existing(args)
+    key = args.admin_key or args.service_key
+    signer = read_private_key(key) if key else None
+    actor = store.admin_actor(signer) if args.admin_key and signer is not None else args.actor
+    done = erasure.retention_run(store, actor=actor, signer=signer)
+    erased = [_erased_json(item) for item in done if item.entry is not None]
+    refused = [_erased_json(item) for item in done if item.entry is None and not item.waiting]
+    waiting = sum(1 for item in done if item.waiting)
 
     def text() -> None:
-        for row in rows:
+        for row in erased:
             print(f"{row['review']}: erased {row['erased']} value(s) (retention), data.erased at seq {row['seq']}")
-        print(f"{len(rows)} review(s) erased by retention")
+        for row in refused:
+            print(f"{row['review']}: not erased: {row['refused']}")
+        print(f"{len(erased)} review(s) erased by retention; {waiting} due but not done yet")
 
-    emit(args, {"erased": rows}, text)
-    return 0
+    emit(args, {"erased": erased, "refused": refused, "waiting": waiting}, text)
+    return 2 if refused else 0
 
 
 def register(sub: Any) -> None:
@@ -101,6 +112,9 @@ def register(sub: Any) -> None:
     verbs = retention.add_subparsers(dest="retention_command", required=True, metavar="VERB")
     run = verb(
         verbs, "run", "erase every value whose retention (policy retain_values) has passed, by the log's clock",
-        "audit retention run", cmd_retention_run,
+        "audit retention run --service-key service.pem", cmd_retention_run,
     )  # fmt: skip
+    run.add_argument("--as", dest="actor", default="service:signoff", help="the service: actor that writes it")
+    run.add_argument("--service-key", help="that actor's key file, when the log enrolled one for it (it must sign)")
+    run.add_argument("--admin-key", help="or erase as the admin, signed with the admin's key file")
     add_json(run)

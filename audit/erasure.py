@@ -31,6 +31,7 @@ from signoff.audit.store import Store, Tx
 _ROW = "SELECT id, frontier, data FROM signoff_review WHERE id = ? AND log = ?"
 _ROWS = "SELECT id, frontier, status, opened_seq, opened_at, data FROM signoff_review WHERE log = ? ORDER BY opened_seq"
 _AT_SEQ = "SELECT raw FROM signoff_entry WHERE log = ? AND seq = ?"
+_OWNERS = "SELECT DISTINCT owner FROM signoff_value WHERE log = ?"
 
 
 class NothingToErase(ReviewError):
@@ -40,8 +41,13 @@ class NothingToErase(ReviewError):
 @dataclass(frozen=True)
 class Erased:
     review: str
-    entry: Entry | None  # None: refused (``why`` says why)
+    entry: Entry | None  # None: not erased (``why`` says why)
     why: str = ""
+    waiting: bool = False  # not erased, and rightly so: not done yet, or nothing (more) to erase
+
+
+class _NotDone(NotAllowed):
+    """The review is not done: its values may still be what runs."""
 
 
 def _check_sealed(tx: Tx) -> None:
@@ -83,7 +89,7 @@ def _erase_in(
     review, _front = read_review_in(tx.rows, tx.log, review_id, found[0].frontier or None, pending=tx.appended)
     why = _done(review)
     if why:
-        raise NotAllowed(why)
+        raise _NotDone(why)
     owned = {review_id: values.owned(tx.rows, tx.log, review_id)}
     if review.frontier and not fields:
         owned[review.frontier] = values.owned(tx.rows, tx.log, review.frontier)  # the agent's reply after it
@@ -128,7 +134,6 @@ def _edited_values(review_id: str, tx: Tx, fields: Sequence[str]) -> set[str]:
     return out
 
 
-
 def _reason(reason: str) -> str:
     if not isinstance(reason, str) or not reason.strip():
         raise NotAllowed("reason: expected why the values are erased (the log keeps it), found none")
@@ -164,13 +169,16 @@ def erase_requester(
     actor, why = store.admin_actor(admin), _reason(reason)
     done = []
     for review_id in reviews_of(store, requester):
+
         def work(tx: Tx, rid: str = review_id) -> Entry:
             extra = {"requester": requester}
             return _erase_in(tx, rid, actor=actor, reason=why, signer=admin, fields=fields, extra=extra)
 
         try:
             done.append(Erased(review_id, store.transact(work)))
-        except (NotAllowed, NothingToErase) as exc:
+        except (_NotDone, NothingToErase) as exc:
+            done.append(Erased(review_id, None, str(exc), waiting=True))
+        except NotAllowed as exc:
             done.append(Erased(review_id, None, str(exc)))
     return done
 
@@ -178,8 +186,11 @@ def erase_requester(
 def retention_due(store: Store) -> list[str]:
     """Reviews whose values a retention policy lets go by the log's clock (checked again when erased)."""
     now = format_time(store.clock())
+    holding = {str(r.owner) for r in store.read_rows(_OWNERS, store.log_id)}  # erased ones hold nothing more
     due = []
     for row in store.read_rows(_ROWS, store.log_id):
+        if str(row.id) not in holding:
+            continue
         retain = (json.loads(row.data).get("policy") or {}).get("retain_seconds")
         if (
             isinstance(retain, int | float)
@@ -190,8 +201,10 @@ def retention_due(store: Store) -> list[str]:
 
 
 def retention_run(store: Store, *, actor: str = "service:signoff", signer: Signer | None = None) -> list[Erased]:
-    """Erase every value whose retention has passed, as ``data.erased`` with reason ``retention``. What is
-    not done yet waits for a later run; what holds nothing more is left alone."""
+    """Erase every value whose retention has passed, as ``data.erased`` with reason ``retention``, written
+    by ``actor`` (a ``service:``/``agent:`` actor, or an admin) and signed by ``signer`` when the actor has
+    an enrolled key (it must then). What is not done yet waits for a later run (``waiting``); a refusal
+    (a missing signature) is returned with its reason."""
     check_actor(actor)
     out = []
     for review_id in retention_due(store):
@@ -206,7 +219,9 @@ def retention_run(store: Store, *, actor: str = "service:signoff", signer: Signe
 
         try:
             out.append(Erased(review_id, store.transact(work)))
-        except (NotAllowed, NothingToErase) as exc:
+        except (_NotDone, NothingToErase) as exc:
+            out.append(Erased(review_id, None, str(exc), waiting=True))
+        except NotAllowed as exc:
             out.append(Erased(review_id, None, str(exc)))
     return out
 

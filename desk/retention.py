@@ -34,13 +34,15 @@ def run_once(store: Any, signer: Any = None) -> list[erasure.Erased]:
     """One pass: erase what is due, and say what was erased and what was not (and why)."""
     done = erasure.retention_run(store, signer=signer)
     erased = [d for d in done if d.entry is not None]
-    waiting = [d for d in done if d.entry is None]
-    if done:
+    waiting = [d for d in done if d.entry is None and d.waiting]
+    refused = [d for d in done if d.entry is None and not d.waiting]  # e.g. the desk's key must sign
+    if erased or refused:
         reqlog.note(
             "retention",
             log=store.log_id,
             erased=[{"review": d.review, "seq": d.entry.seq} for d in erased if d.entry is not None],
-            waiting=[{"review": d.review, "why": d.why[:300]} for d in waiting],
+            waiting=len(waiting),
+            refused=[{"review": d.review, "why": d.why[:300]} for d in refused],
         )
     return done
 

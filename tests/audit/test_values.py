@@ -490,3 +490,32 @@ def test_witness_cosignatures_made_before_an_erasure_still_check(
     finally:
         publisher.close()
         witnesses.close()
+
+
+def test_retention_run_through_the_cli_signs_as_the_log_asks(
+    svc: ReviewService, store: Store, store_url: str, keys: Keys, tmp_path: Path, key_path: Path
+) -> None:
+    """A service with an enrolled key must sign its data.erased: unsigned, the run says why (exit 2) and
+    erases nothing; with its key file it erases what is due (the CLI runs on today's clock, two days
+    after the test clock's reviews, past their one-day retention)."""
+    from signoff.audit import Signer
+    from signoff.audit.keys import write_private_key
+
+    svc.set_policy({"policy": "keep", "tools": "*", "retain_values": "1d"}, admin=keys.admin)
+    service = Signer.generate()
+    svc.enroll_key("service:signoff", service.public, admin=keys.admin)
+    write_private_key(service, tmp_path / "service.pem")
+    first, second = _run_one(svc, keys, cid="r1"), _run_one(svc, keys, cid="r2")
+    unsigned = run_cli(store_url, None, "retention", "run", "--json")
+    assert unsigned.returncode == 2, unsigned.stderr
+    out = json.loads(unsigned.stdout)
+    assert out["erased"] == [] and len(out["refused"]) == 2 and all("sig" in r["refused"] for r in out["refused"])
+    signed = run_cli(store_url, None, "retention", "run", "--service-key", str(tmp_path / "service.pem"), "--json")
+    assert signed.returncode == 0, signed.stderr
+    assert sorted(r["review"] for r in json.loads(signed.stdout)["erased"]) == sorted([first, second])
+    assert all(e.sig is not None for e in store.entries(kind="data.erased"))
+    assert verify_store(store).ok
+    assert erasure.retention_run(store, signer=service) == []  # erased reviews are not looked at again
+    admin_key = str(key_path.with_name(key_path.stem + ".admin" + key_path.suffix))
+    both = run_cli(store_url, None, "retention", "run", "--admin-key", admin_key, "--service-key", "x.pem")
+    assert both.returncode == 2 and "one of them" in both.stderr
