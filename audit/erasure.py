@@ -14,7 +14,7 @@ README, "Personal data".
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -174,13 +174,18 @@ def erase_requester(
             extra = {"requester": requester}
             return _erase_in(tx, rid, actor=actor, reason=why, signer=admin, fields=fields, extra=extra)
 
-        try:
-            done.append(Erased(review_id, store.transact(work)))
-        except (_NotDone, NothingToErase) as exc:
-            done.append(Erased(review_id, None, str(exc), waiting=True))
-        except NotAllowed as exc:
-            done.append(Erased(review_id, None, str(exc)))
+        done.append(_attempt(store, review_id, work))
     return done
+
+
+def _attempt(store: Store, review_id: str, work: Callable[[Tx], Entry]) -> Erased:
+    """One review's erasure in its own transaction: erased, waiting (not done, nothing left), or refused."""
+    try:
+        return Erased(review_id, store.transact(work))
+    except (_NotDone, NothingToErase) as exc:
+        return Erased(review_id, None, str(exc), waiting=True)
+    except NotAllowed as exc:
+        return Erased(review_id, None, str(exc))
 
 
 def retention_due(store: Store) -> list[str]:
@@ -217,12 +222,7 @@ def retention_run(store: Store, *, actor: str = "service:signoff", signer: Signe
                 raise NothingToErase(f"review {rid}: its retention has not passed")
             return _erase_in(tx, rid, actor=actor, reason=trust.RETENTION, signer=signer, fields=None, extra={})
 
-        try:
-            out.append(Erased(review_id, store.transact(work)))
-        except (_NotDone, NothingToErase) as exc:
-            out.append(Erased(review_id, None, str(exc), waiting=True))
-        except NotAllowed as exc:
-            out.append(Erased(review_id, None, str(exc)))
+        out.append(_attempt(store, review_id, work))
     return out
 
 
