@@ -60,6 +60,12 @@ def entry_line(item: Entry) -> str:
         detail = f"reply: {str(body.get('text', ''))[:80]}"
     elif item.kind == "run.resume_failed":
         detail = f"{', '.join(map(str, body.get('reviews') or []))} will not run: {str(body.get('reason', ''))[:80]}"
+    elif item.kind == "run.rewound":
+        detail = f"invocation {body.get('invocation')} went back before {body.get('before')}; nothing of it runs"
+    elif item.kind == "run.cancelled":
+        detail = f"invocation {body.get('invocation')} {str(body.get('reason', ''))[:80]}; nothing of it runs"
+    elif item.kind == "review.withdrawn":
+        detail = f"reason: {str(body.get('reason', ''))[:80]}"
     elif item.kind == "review.approved" and body.get("round") is not None:
         detail = f"round {body['round']}"
     elif item.kind == "review.auto_approved":
@@ -98,6 +104,12 @@ def _report(args: argparse.Namespace, report: Report) -> int:
                 for name, said in sorted(seen.online.items()):
                     print(f"   {name}: {said}")
             for item in report.stalled:
+                if "failed_seq" in item:
+                    print(
+                        f"   warning: {item['review']} ({item['tool']}) {item['status']}, but it never runs: "
+                        f"run.resume_failed at seq {item['failed_seq']}: {item['reason']}"
+                    )
+                    continue
                 print(
                     f"   warning: {item['review']} ({item['tool']}) {item['status']}, run resumed at "
                     f"{item['resumed_at']} by {item['resumed_by']}, but its tool has not run: session "
@@ -222,15 +234,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.stalled_after is not None and report.ok:
         from signoff.audit.reviews import ReviewService
 
-        report.stalled = [_stalled_json(item) for item in ReviewService(store).stalled(args.stalled_after)]
+        svc = ReviewService(store)
+        report.stalled = [_stalled_json(item) for item in svc.stalled(args.stalled_after)]
+        report.stalled += [_stalled_json(item, failed=True) for item in svc.failed_resumes()]
     return _report(args, report)
 
 
-def _stalled_json(item: Stalled) -> dict[str, Any]:
+def _stalled_json(item: Stalled, *, failed: bool = False) -> dict[str, Any]:
+    """One approved call that has not run: its run resumed long ago (``item.claim`` is the
+    ``run.resumed``), or, with ``failed``, a ``run.resume_failed`` says it never runs (and why)."""
     review = item.review
+    out = {"review": review.id, "tool": review.tool, "status": review.status, "session": review.call.session,
+           "invocation": review.call.invocation}  # fmt: skip
+    if failed:
+        return {**out, "failed_seq": item.claim.seq, "failed_at": item.claim.at, "reason": review.resume_failed}
     return {
-        "review": review.id, "tool": review.tool, "status": review.status, "session": review.call.session,
-        "invocation": review.call.invocation, "resumed_seq": item.claim.seq, "resumed_at": item.claim.at,
+        **out, "resumed_seq": item.claim.seq, "resumed_at": item.claim.at,
         "resumed_by": str(item.claim.body.get("via") or item.claim.actor),
     }  # fmt: skip
 
@@ -429,8 +448,9 @@ def register(sub: Any) -> None:
         "--stalled-after",
         type=float,
         metavar="SECONDS",
-        help="also warn about approved calls whose run resumed this long ago and whose tool has not run "
-        "(a warning: the exit status stays 0 when the log is intact)",
+        help="also warn about approved calls whose run resumed this long ago and whose tool has not run, "
+        "and about those a run.resume_failed says never run (a warning: the exit status stays 0 when the "
+        "log is intact)",
     )
     ver.add_argument(
         "--jobs",

@@ -20,7 +20,7 @@ from typing import Any
 
 from signoff.audit import policies, rules, sealing, trust, values
 from signoff.audit.canonical import digest
-from signoff.audit.entry import OUTCOMES, Entry, parse_time
+from signoff.audit.entry import NEVER_RUN, OUTCOMES, Entry, parse_time
 from signoff.audit.errors import AuditError, NotAllowed, ReviewError, UnknownReview
 from signoff.audit.merkle import leaf_hash
 from signoff.audit.reader import LogReader, parse_entry
@@ -246,18 +246,26 @@ def lookup_of(store: LogReader, review_id: str) -> Lookup:
     return values.lookup_for(store.read_rows, store.log_id, [review_id])
 
 
+def failure_reason(item: Entry) -> str:
+    """Why the calls a ``run.resume_failed``, ``run.rewound`` or ``run.cancelled`` names never run, as its
+    body says."""
+    default = {"run.rewound": "the run was rewound before it", "run.cancelled": "the run was cancelled"}
+    return str(item.body.get("reason") or default.get(item.kind, "the resume failed"))
+
+
 def frontier_facts(store: LogReader, frontier: Any, review_id: str) -> tuple[bool, str]:
     """Whether the review's frontier was resumed (``run.resumed``), and the reason of a
-    ``run.resume_failed`` naming the review ("" if none), from the frontier's own entries."""
+    ``run.resume_failed``, ``run.rewound`` or ``run.cancelled`` naming the review ("" if none), from the
+    frontier's own entries."""
     if not isinstance(frontier, str) or not frontier:
         return False, ""
     about = [parse_entry(bytes(row.raw)) for row in store.read_rows(_BY_SUBJECT, frontier, store.log_id)]
     resumed = any(e.kind == "run.resumed" and e.body.get("frontier") == frontier for e in about)
     failed = next(
         (
-            str(e.body.get("reason") or "the resume failed")
+            failure_reason(e)
             for e in about
-            if e.kind == "run.resume_failed"
+            if e.kind in NEVER_RUN
             and e.body.get("frontier") == frontier
             and review_id in (e.body.get("reviews") or [])
         ),

@@ -36,6 +36,8 @@ KINDS = frozenset(
         "run.resumed",
         "run.replied",
         "run.resume_failed",
+        "run.rewound",
+        "run.cancelled",
         "tool.executed",
         "reviewer.enrolled",
         "reviewer.disabled",
@@ -51,6 +53,8 @@ KINDS = frozenset(
     }
 )
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
+ABANDONED = frozenset({"run.rewound", "run.cancelled"})  # a frontier's run gone before its pause: nothing resumes
+NEVER_RUN = ABANDONED | {"run.resume_failed"}  # after one of these, the approved calls it names never run
 OUTCOMES = {
     "review.approved": "approved",
     "review.edited": "edited",

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.audit import values
-from signoff.audit.decided import review_from_entries
-from signoff.audit.entry import Entry, subject_of
+from signoff.audit.decided import failure_reason, review_from_entries
+from signoff.audit.entry import ABANDONED, NEVER_RUN, Entry, subject_of
 from signoff.audit.errors import AuditError, UnknownFrontier
 from signoff.audit.reader import parse_entry
 from signoff.audit.review_types import Review
@@ -33,7 +33,7 @@ Rows = Callable[..., list[Any]]
 _RANGE = "SELECT seq, raw FROM signoff_entry WHERE log = ? AND seq >= ? AND seq <= ? ORDER BY seq"
 _BY_SUBJECT = "SELECT seq, raw FROM signoff_entry WHERE subject = ? AND log = ? ORDER BY seq"
 _FRONTIER_ROW = "SELECT opened_seq, size FROM signoff_frontier WHERE id = ? AND log = ?"
-FRONTIER_KINDS = frozenset({"run.resumed", "run.resume_failed", "run.replied"})
+FRONTIER_KINDS = frozenset({"run.resumed", "run.resume_failed", "run.replied"}) | ABANDONED
 
 log = logging.getLogger("signoff.audit")
 ALARMS: Counter[str] = Counter()  # kind of disagreement -> times seen in this process (the desk's /metrics)
@@ -58,12 +58,19 @@ class FrontierOnLog:
     id: str
     reviews: tuple[Review, ...]  # in the order they were opened
     resumed: Entry | None  # its run.resumed
-    failed: dict[str, Entry]  # review id -> the run.resume_failed that names it
+    failed: dict[str, Entry]  # review id -> the run.resume_failed (run.rewound, run.cancelled) that names it
     replied: bool
+    abandoned: Entry | None = None  # its run.rewound or run.cancelled: the run is gone; nothing resumes
 
     @property
     def decided(self) -> bool:
         return all(review.final for review in self.reviews)
+
+    @property
+    def closed(self) -> Entry | None:
+        """The entry after which the frontier waits for nothing: its ``run.resumed``, ``run.rewound`` or
+        ``run.cancelled``."""
+        return self.resumed or self.abandoned
 
 
 def read_frontier(
@@ -101,9 +108,10 @@ def read_frontier(
     own = _by_subject(rows, log_id, [frontier_id, *ids], pending)
     about = [e for e in own.get(frontier_id, []) if e.kind in FRONTIER_KINDS and e.body.get("frontier") == frontier_id]
     resumed = next((e for e in about if e.kind == "run.resumed"), None)
+    abandoned = next((e for e in about if e.kind in ABANDONED), None)
     failed: dict[str, Entry] = {}
     for item in about:
-        if item.kind == "run.resume_failed":
+        if item.kind in NEVER_RUN:  # an abandoned frontier's approved calls never run either
             for rid in item.body.get("reviews") or []:
                 failed.setdefault(str(rid), item)
     lookup = values.lookup_for(rows, log_id, [*ids, frontier_id]) if reveal else None
@@ -117,7 +125,8 @@ def read_frontier(
         )
         for rid in ids
     )
-    return FrontierOnLog(frontier_id, reviews, resumed, failed, any(e.kind == "run.replied" for e in about))
+    replied = any(e.kind == "run.replied" for e in about)
+    return FrontierOnLog(frontier_id, reviews, resumed, failed, replied, abandoned)
 
 
 def _opens(item: Entry, frontier_id: str) -> bool:
@@ -125,7 +134,7 @@ def _opens(item: Entry, frontier_id: str) -> bool:
 
 
 def _reason(item: Entry | None) -> str:
-    return "" if item is None else str(item.body.get("reason") or "the resume failed")
+    return "" if item is None else failure_reason(item)
 
 
 def _entries(found: Sequence[Any], pending: Sequence[Entry], seqs: range) -> list[Entry]:

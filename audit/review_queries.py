@@ -38,6 +38,11 @@ _STALLED_SQL = (
     "ON f.id = r.frontier WHERE r.log = ? AND r.status IN ('approved', 'edited') AND r.executed_seq IS NULL "
     "AND f.resumed_seq IS NOT NULL ORDER BY f.resumed_seq LIMIT ?"
 )
+_OPEN_SESSIONS_SQL = (
+    "SELECT f.id AS frontier, MIN(r.session) AS session FROM signoff_frontier f JOIN signoff_review r "
+    "ON r.frontier = f.id WHERE f.log = ? AND f.resumed_seq IS NULL AND f.open_count > 0 AND r.app = ? "
+    "GROUP BY f.id, f.opened_seq ORDER BY f.opened_seq LIMIT ?"
+)
 RESUMED_SEQ = select(col(FrontierRow.resumed_seq)).where(col(FrontierRow.id) == bindparam("id"))
 
 
@@ -146,6 +151,33 @@ class ReviewQueries:
                 .limit(limit)
             ).all()
         return [str(row[0]) for row in ids]
+
+    def row_resumed(self, frontier_id: str) -> bool:
+        """Whether the frontier's projection row says it waits for nothing more (resumed, rewound or
+        cancelled): a reader that found the log ahead of the rows it listed earlier asks again."""
+        with self.store.read_engine.connect() as conn:
+            found = conn.execute(RESUMED_SEQ, {"id": frontier_id}).first()
+        return found is not None and found[0] is not None
+
+    def failed_resumes(self, *, limit: int = 500) -> list[Stalled]:
+        """Approved calls that a ``run.resume_failed`` says will never run, each with that entry (its
+        ``reason``): decided, but never run. Oldest first."""
+        found: list[Stalled] = []
+        seen: set[str] = set()
+        for entry in self.store.entries(kind="run.resume_failed"):
+            for review_id in entry.body.get("reviews") or []:
+                if review_id in seen or len(found) >= limit:
+                    continue
+                seen.add(str(review_id))
+                found.append(Stalled(self.get(str(review_id)), entry))
+        return found
+
+    def open_frontier_sessions(self, app: str, *, limit: int = 10_000) -> list[tuple[str, str]]:
+        """``(frontier, session)`` of each frontier of ``app`` with a review still open, per the projection:
+        where a resumer looks for a rewind or a cancel (a decided one is looked at when it is claimed).
+        Oldest first."""
+        rows = self.store.read_rows(_OPEN_SESSIONS_SQL, self.store.log_id, app, limit)
+        return [(str(row.frontier), str(row.session)) for row in rows]
 
     def stalled(self, older_than: float, *, limit: int = 500) -> list[Stalled]:
         """Approved or edited reviews whose run was resumed at least ``older_than`` seconds ago and whose

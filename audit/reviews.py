@@ -408,8 +408,10 @@ class ReviewService(ReviewQueries, ReviewPolicies):
                 tx.rows, tx.log, frontier_id, pending=tx.appended, hint=(front.opened_seq, front.size)
             )
             resumed_seq = on_log.resumed.seq if on_log.resumed is not None else None
-            _compare_frontier(tx, front, on_log, resumed_seq)
-            rules.resume(frontier_id, {r.id: r.status for r in on_log.reviews}, resumed_seq)
+            gone = on_log.abandoned
+            _compare_frontier(tx, front, on_log, resumed_seq if gone is None else gone.seq)
+            statuses = {r.id: r.status for r in on_log.reviews}
+            rules.resume(frontier_id, statuses, resumed_seq, (gone.kind, gone.seq) if gone else None)
             first = on_log.reviews[0].call
             body = {
                 "frontier": frontier_id,
@@ -498,6 +500,69 @@ class ReviewService(ReviewQueries, ReviewPolicies):
 
         return self.store.transact(work)
 
+    def record_rewind(self, frontier_id: str, *, actor: str, before: str) -> Entry:
+        """Append ``run.rewound``: the run of a frontier not yet resumed went back before its pause (ADK's
+        ``Runner.rewind_async(rewind_before_invocation_id=before)``). In the same transaction each of its
+        open reviews is withdrawn with reason ``rewound``; its approved calls never run (rule 5a).
+        Decided from the log; raises ``AlreadyResumed`` for a frontier resumed, rewound or cancelled
+        already (a rewind after the resume is a ``run.resume_failed``)."""
+        bounded_text(before, "$.before", 200)
+        why = f"rewound: the run went back before invocation {before}"
+        return self._abandon("run.rewound", frontier_id, actor, REWOUND, {"before": before, "reason": why})
+
+    def record_cancel(self, frontier_id: str, *, actor: str, reason: str) -> Entry:
+        """Append ``run.cancelled``: the run of a frontier not yet resumed was cancelled and ADK sealed its
+        pause (``abort_signal``, a client disconnect: ``INVOCATION_ABORTED``), so it is never resumed. In
+        the same transaction each open review is withdrawn with ``reason``; its approved calls never run
+        (rule 5a). Raises ``AlreadyResumed`` for a frontier resumed, rewound or cancelled already."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise MissingReason(f"reason: expected why the run was cancelled, found {reason!r}")
+        bounded_text(reason, "$.reason")
+        return self._abandon("run.cancelled", frontier_id, actor, reason, {"reason": reason})
+
+    def _abandon(self, kind: str, frontier_id: str, actor: str, withdrawal: str, extra: dict[str, Any]) -> Entry:
+        """``run.rewound`` or ``run.cancelled`` and the withdrawals before it, in one transaction."""
+        check_actor(actor)
+
+        def work(tx: Tx) -> Entry:
+            front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
+            if front is None:
+                raise UnknownFrontier(frontier_id)
+            on_log = read_frontier(
+                tx.rows, tx.log, frontier_id, pending=tx.appended, hint=(front.opened_seq, front.size)
+            )
+            closed_seq = on_log.closed.seq if on_log.closed is not None else None
+            _compare_frontier(tx, front, on_log, closed_seq)
+            ids = [r.id for r in on_log.reviews]
+            withdrawn: list[str] = []
+            for review in on_log.reviews:
+                if review.final or closed_seq is not None:
+                    continue
+                row = self._row(tx, review.id)
+                rules.withdraw(state_from_row(row) if row is not None else None, review.id, actor, withdrawal)
+                said = {"review": review.id, "reason": withdrawal}
+                entry = tx.append(actor, "review.withdrawn", said, self._signature(tx, actor, "review.withdrawn", said))
+                self._close(tx, row, entry, "withdrawn", None, None)
+                withdrawn.append(review.id)
+            statuses = {r.id: "withdrawn" if r.id in withdrawn else r.status for r in on_log.reviews}
+            rules.abandon(kind, frontier_id, actor, statuses, closed_seq, ids)
+            first = on_log.reviews[0].call
+            body = {
+                "frontier": frontier_id,
+                "reviews": ids,
+                "invocation": first.invocation,
+                "session": first.session,
+                **extra,
+                "withdrawn": withdrawn,
+            }
+            entry = tx.append(actor, kind, body, self._signature(tx, actor, kind, body))
+            tx.conn.execute(
+                update(FrontierRow).where(FrontierRow.id == frontier_id).values(resumed_seq=entry.seq)  # type: ignore[arg-type]
+            )
+            return entry
+
+        return self.store.transact(work)
+
     def record_reply(self, frontier_id: str, *, actor: str, text: str) -> Entry:
         """Append ``run.replied``: the agent's next words after a resumed run (bounded), once per frontier."""
         check_actor(actor)
@@ -522,6 +587,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         return self.store.transact(work)
 
 
+REWOUND = "rewound"  # the reason of a review withdrawn because its run went back before its pause
 MAX_PREVIEW = 500
 MAX_REPLY = 2000
 _REPLIED_SQL = "SELECT seq FROM signoff_entry WHERE subject = ? AND log = ? AND kind = 'run.replied' LIMIT 1"
@@ -601,4 +667,3 @@ def _check_round(review_id: str, state: rules.ReviewState, seen: int | None) -> 
 def _round_of(state: rules.ReviewState) -> int | None:
     """The round a decision names: only on reviews that need several people (their bodies say which)."""
     return state.round if state.approvals_needed > 1 else None
-

@@ -271,8 +271,17 @@ def withdraw(state: ReviewState | None, review_id: str, actor: str, reason: Any)
     return replace(current, status="withdrawn", args=None)
 
 
-def resume(frontier: str, statuses: dict[str, str], resumed_at: int | None) -> None:
-    """Rule 5: ``run.resumed`` follows only a fully decided frontier, at most once."""
+def resume(
+    frontier: str, statuses: dict[str, str], resumed_at: int | None, abandoned: tuple[str, int] | None = None
+) -> None:
+    """Rule 5: ``run.resumed`` follows only a fully decided frontier, at most once, and never one whose
+    run is gone (``abandoned``: the kind and seq of its ``run.rewound`` or ``run.cancelled``)."""
+    if abandoned is not None:
+        kind, seq = abandoned
+        raise AlreadyResumed(
+            f"frontier {frontier}: expected a run that still holds its pause, found {kind} at seq {seq} "
+            f"({_GONE.get(kind, 'the run is gone')}; nothing of it is resumed)"
+        )
     if resumed_at is not None:
         raise AlreadyResumed(f"frontier {frontier}: expected no earlier resume, found run.resumed at seq {resumed_at}")
     if not statuses:
@@ -294,7 +303,8 @@ def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> Revi
         raise ExecutionMismatch(f"review {review_id}: expected one execution, found it already executed")
     if state.failed:
         raise ExecutionMismatch(
-            f"review {review_id}: expected no execution after run.resume_failed named it, found tool.executed"
+            f"review {review_id}: expected no execution after run.resume_failed, run.rewound or run.cancelled "
+            "named it, found tool.executed"
         )
     if args_digest != state.final_digest:
         raise ExecutionMismatch(
@@ -319,6 +329,32 @@ def resume_failed(frontier: str, actor: str, resumed_seq: int | None, named: Any
             raise ExecutionMismatch(
                 f"frontier {frontier}: expected {review_id} an approved call of it that has neither run nor failed"
             )
+
+
+_GONE = {"run.rewound": "the run went back before it", "run.cancelled": "the run was cancelled"}
+
+
+def abandon(kind: str, frontier: str, actor: str, statuses: dict[str, str], closed_at: int | None, named: Any) -> None:
+    """``run.rewound`` / ``run.cancelled`` (rule 5a): an agent or service says that the run of a frontier
+    not yet resumed is gone: it went back before its pause (ADK's ``Runner.rewind_async``), or it was
+    cancelled and ADK sealed the pause (``INVOCATION_ABORTED``). Once per frontier; it names exactly the
+    frontier's reviews, and each is final by then (the open ones withdrawn in the same transaction). Its
+    approved calls never run: no ``run.resumed`` and no ``tool.executed`` follows for them."""
+    if not actor.startswith(("agent:", "service:")):
+        raise NotAllowed(f"actor: expected an agent: or service: actor, found {actor!r}")
+    if closed_at is not None:
+        raise AlreadyResumed(
+            f"frontier {frontier}: expected a frontier neither resumed, rewound nor cancelled, found one at seq "
+            f"{closed_at} (after the resume, the run's end is recorded as run.resume_failed)"
+        )
+    if not isinstance(named, list) or sorted(map(str, named)) != sorted(statuses) or len(named) != len(statuses):
+        raise FrontierNotReady(f"frontier {frontier}: expected its reviews {sorted(statuses)}, found {named!r}")
+    waiting = sorted(rid for rid, status in statuses.items() if status not in FINAL)
+    if waiting:
+        raise FrontierNotReady(
+            f"frontier {frontier}: expected every review final before {kind} (open ones withdrawn), "
+            f"found {waiting} still pending"
+        )
 
 
 def executed_after_resume(review_id: str, resumed_seq: int | None) -> None:

@@ -97,7 +97,7 @@ class FrontierRow(SQLModel, table=True):
     opened_seq: int
     size: int
     open_count: int
-    resumed_seq: int | None = None
+    resumed_seq: int | None = None  # its run.resumed, or its run.rewound: the frontier waits for nothing more
 
 
 class ReviewerRow(SQLModel, table=True):

@@ -25,6 +25,7 @@ from signoff.audit import c2sp, merkle, policies, rules, sealing, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import (
+    ABANDONED,
     ACTOR,
     DECISIONS,
     KINDS,
@@ -91,6 +92,8 @@ class Verifier(SealedChecks):
         self.keep_all = False
         self.closed_reviews: set[int | str] = set()
         self.closed_frontiers: set[int | str] = set()
+        # frontier (small id) -> the kind and seq of its run.rewound or run.cancelled
+        self.abandoned: dict[int | str, tuple[str, int]] = {}
         self.replied: set[int | str] = set()  # frontiers with their run.replied
         self.review_sum = 0
         self.frontier_sum = 0
@@ -389,8 +392,12 @@ class Verifier(SealedChecks):
             facts = self._review(str(body.get("review")))
             state = rules.withdraw(facts.state if facts else None, str(body.get("review")), actor, body.get("reason"))
             self._close(seq, facts, state, data)
+        elif kind in ABANDONED:
+            self._abandoned(seq, kind, actor, body)
         elif kind == "run.resumed":
             frontier_id = str(body.get("frontier"))
+            if _small(frontier_id) in self.abandoned:
+                rules.resume(frontier_id, {}, None, self.abandoned[_small(frontier_id)])
             front = self._frontier(frontier_id)
             if front is None:
                 raise rules.FrontierNotReady(f"frontier {frontier_id}: expected a known frontier, found none")
@@ -592,6 +599,34 @@ class Verifier(SealedChecks):
         facts = ReviewFacts(state, "", None, fixed, decided=(seq, actor, at))
         facts.data_digest = json_digest(rules.auto_data(body))
         self.reviews[review_id] = facts
+
+    def _abandoned(self, seq: int, kind: str, actor: str, body: dict[str, Any]) -> None:
+        """``run.rewound`` / ``run.cancelled`` (rule 5a): a frontier neither resumed nor abandoned, every
+        review final, all named; its approved calls are marked as never running (a later
+        ``tool.executed`` is named)."""
+        frontier_id = str(body.get("frontier"))
+        front = self._frontier(frontier_id)
+        if front is None:
+            raise rules.FrontierNotReady(f"frontier {frontier_id}: expected a known frontier, found none")
+        members: set[str] = front[4]
+        statuses = {}
+        for rid in members:
+            live = self.reviews.get(rid)
+            statuses[rid] = live.state.status if live is not None else "closed"
+        gone = self.abandoned.get(_small(frontier_id))
+        closed_at = gone[1] if gone is not None else front[2]
+        closed = None if closed_at is None else max(closed_at, 0)  # (-1: resumed before an incremental start)
+        rules.abandon(kind, frontier_id, actor, statuses, closed, body.get("reviews"))
+        for rid in members:
+            facts = self.reviews.get(rid)
+            if facts is not None and facts.state.status in rules.RUNNABLE:
+                facts.state = replace(facts.state, failed=True)
+        front[2] = seq
+        self.abandoned[_small(frontier_id)] = (kind, seq)
+        if not self.keep_all:
+            self.frontier_sum += row_hash(frontier_tuple(frontier_id, front))
+            del self.frontiers[frontier_id]
+            self.closed_frontiers.add(_small(frontier_id))
 
     def _resume_failed(self, actor: str, body: dict[str, Any]) -> None:
         """``run.resume_failed``: calls of a resumed frontier that will never run; each is approved, has not

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from signoff.audit import merkle, rules, verify_parallel
 from signoff.audit.canonical import digest as json_digest
-from signoff.audit.entry import format_hash
+from signoff.audit.entry import ABANDONED, NEVER_RUN, format_hash
 from signoff.audit.errors import AuditError, UnusableInput, VerificationFailed
 from signoff.audit.tlog_cosignature import CosignatureVerifier
 from signoff.audit.tree_head import Checkpoint
 from signoff.audit.trust import ENROLMENT as TRUST_KINDS
 from signoff.audit.trust import WITNESS_KINDS
 from signoff.audit.verifier import ReviewFacts, Verifier
+from signoff.audit.verifier_values import small_id
 from signoff.audit.verify_parallel import env_jobs, verify_rows
 from signoff.audit.verify_witnesses import Witnessed, check_online, newest_cosigned
 
@@ -343,6 +344,7 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             final_digest=row.final_digest if decided else None,
             executed=executed,
             approvals_needed=int(data.get("policy", {}).get("approvals", 1)),
+            failed=decided and not executed and bool(row.frontier) and _named_failed(row.frontier, review_id),
         )
         fixed = (
             row.agent, row.app, row.session, row.confirmation_id, row.call_id, row.opened_seq, row.opened_at,
@@ -358,6 +360,14 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
                 v.fold_trusted(facts, item.seq, item.to_json())
         return facts
 
+    def _named_failed(frontier_id: str, review_id: str) -> bool:
+        """A ``run.resume_failed``, ``run.rewound`` or ``run.cancelled`` within the prefix names the review:
+        it never runs."""
+        return any(
+            item.kind in NEVER_RUN and review_id in (item.body.get("reviews") or [])
+            for item in store.entries(0, size, review=frontier_id)
+        )
+
     def lookup_frontier(frontier_id: str) -> list[Any] | None:
         with store.read_engine.connect() as conn:
             row = conn.execute(select(FrontierRow).where(FrontierRow.id == frontier_id)).first()  # type: ignore[arg-type]
@@ -368,6 +378,9 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             ).all()
         still_open = sum(1 for (_id, d) in reviews if d is None or d >= size)
         resumed = row.resumed_seq if row.resumed_seq is not None and row.resumed_seq < size else None
+        closing = store.entry(resumed).kind if resumed is not None else ""
+        if resumed is not None and closing in ABANDONED:
+            v.abandoned[small_id(frontier_id)] = (closing, resumed)
         return [still_open, row.size, resumed, row.opened_seq, {rid for rid, _d in reviews}]
 
     v.lookup_review = lookup_review

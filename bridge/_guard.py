@@ -80,6 +80,8 @@ class GuardHost(Protocol):
 
     def note_claim(self, frontier_id: str) -> None: ...
 
+    def review_link(self, review_id: str) -> str | None: ...
+
 
 def client_resume(
     host: GuardHost, *, app: str, user: str, session: str, invocation: str, answers: list[types.FunctionResponse]
@@ -107,10 +109,12 @@ def client_resume(
     (frontier,) = frontiers.values()
     waiting = [r.id for r in frontier.reviews if not r.final]
     if waiting:
+        links = [link for link in (host.review_link(rid) for rid in waiting) if link]
+        where = f"at {', '.join(links)}" if links else "in the Signoff desk (or with `audit approve`)"
         raise ConfirmationRefused(
             f"review {', '.join(waiting)} of {frontier.reviews[0].call.tool}() is still pending: a person decides "
-            "it (the Signoff desk or `audit approve`), then Signoff resumes the run. Nothing was stored; the "
-            "call stays paused."
+            f"it {where}, and then Signoff resumes the run. Nothing was consumed: this answer was not stored, "
+            "and the call stays paused."
         )
     try:
         host.reviews.claim_resume(frontier.id, actor=f"agent:client-of-{app}", via=f"client:{user}")

@@ -6,19 +6,40 @@ Internal module, not public API; import from ``bridge``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events.event import Event
 from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from signoff.audit import Frontier
-from signoff.bridge._calls import METADATA_KEY, PausedCall, adk_confirmation_id, paused_calls
+from signoff.bridge._calls import (
+    KIND_CONFIRMATION,
+    KIND_WORKFLOW_INPUT,
+    METADATA_KEY,
+    REQUEST_CONFIRMATION,
+    REQUEST_INPUT,
+    PausedCall,
+    adk_confirmation_id,
+    log_confirmation_id,
+    paused_calls,
+)
 from signoff.bridge._guard import RESUMING, ConfirmationRefused, GuardHost, client_resume, confirmation_answers
+from signoff.bridge._rewind import ABORTED, TASK_CANCELLED, cancel
+
+log = logging.getLogger("signoff.bridge")
+CANCELLER = "agent:signoff"  # who records a cancelled run's run.cancelled
+# The session of the run whose AgentTool is running now (this task's context): ADK 2.13 runs the wrapped
+# agent in a nested Runner on a fresh in-memory session that it discards, so a pause inside it can
+# never be resumed ("AgentTool cannot resume because its nested session is discarded").
+AGENT_TOOL_OF: ContextVar[str | None] = ContextVar("signoff_agent_tool_of", default=None)
 
 
 class PluginHost(GuardHost, Protocol):
@@ -36,6 +57,8 @@ class PluginHost(GuardHost, Protocol):
 
     def busy_session(self, session_id: str) -> str | None: ...
 
+    def review_link(self, review_id: str) -> str | None: ...
+
 
 class SignoffPlugin(BasePlugin):
     """Opens one frontier per pause, applies decisions before tools run, records what ran.
@@ -46,16 +69,23 @@ class SignoffPlugin(BasePlugin):
     * ``on_event_callback``: an event that pauses on ``adk_request_confirmation`` (or, for a workflow
       tool node, ``adk_request_input`` with ``wf_tool_confirmation:<node_path>``) opens one review
       per call in one transaction, before ADK persists the event; the event is stamped with
-      ``custom_metadata["signoff"] = {"frontier": id, "reviews": {confirmation_id: review_id}}``
-      so the session itself binds each paused call to its review.
+      ``custom_metadata["signoff"] = {"frontier": id, "reviews": {confirmation_id: review_id}, "state":
+      "pending", "links": {confirmation_id: desk URL}}`` (links with a ``desk_url``), so the session
+      itself binds each paused call to its review, and ``adk web``'s event view says where to decide.
     * ``before_tool_callback``: see :meth:`Signoff.before_tool`.
     * ``after_tool_callback``: see :meth:`Signoff.after_tool`.
     * ``on_tool_error_callback``: a tool that raised is not recorded as executed (the error is ADK's).
+    * Cancellation (:mod:`signoff.bridge._rewind`): an abort event (``INVOCATION_ABORTED``) that seals a
+      confirmation request, or the end of a task cancelled between its pause and the end of its run
+      (no ``after_run_callback``), records ``run.cancelled`` for the frontier, once: its open reviews are
+      withdrawn with the reason, and nothing of it resumes.
     """
 
     def __init__(self, signoff: PluginHost, name: str = "signoff") -> None:
         super().__init__(name=name)
         self.signoff = signoff
+        # invocation -> the frontiers it opened, until its run ends (after_run_callback) or its task does
+        self._pausing: dict[str, list[str]] = {}
 
     async def before_run_callback(self, *, invocation_context: InvocationContext) -> types.Content | None:
         """A second run on a session whose reviewed call is running in this process (a client re-driving
@@ -87,6 +117,9 @@ class SignoffPlugin(BasePlugin):
         )
 
     async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
+        if event.error_code == ABORTED:
+            await self._sealed(invocation_context, event)
+            return None
         if not event.long_running_tool_ids or event.partial:
             return None
         session = invocation_context.session
@@ -95,28 +128,92 @@ class SignoffPlugin(BasePlugin):
         )
         if not calls:
             return None
+        outer = AGENT_TOOL_OF.get()
+        if outer is not None and outer != session.id:
+            log.warning(
+                "%s() paused inside an AgentTool's nested run (session %s), which ADK discards: no review is "
+                "opened and the call does not run. Gate the AgentTool itself (ToolPolicy(<its name>, "
+                "review=True)), or put the agent under sub_agents",
+                calls[0].tool,
+                outer,
+            )
+            return None
         frontier = await asyncio.to_thread(self.signoff.open_frontier, calls)
         metadata = dict(event.custom_metadata or {})
-        metadata[METADATA_KEY] = {
-            "frontier": frontier.id,
-            "reviews": {adk_confirmation_id(r.call.confirmation_id, r.call.kind): r.id for r in frontier.reviews},
-        }
+        by_call = {adk_confirmation_id(r.call.confirmation_id, r.call.kind): r.id for r in frontier.reviews}
+        metadata[METADATA_KEY] = {"frontier": frontier.id, "reviews": by_call, "state": "pending"}
+        links = {cid: link for cid, rid in by_call.items() if (link := self.signoff.review_link(rid))}
+        if links:  # where a developer in `adk web` (the event's metadata) goes to see and decide it
+            metadata[METADATA_KEY]["links"] = links
         # Stamped in place: ADK persists this very event object right after the callbacks.
         event.custom_metadata = metadata
+        self._watch_task(invocation_context.invocation_id, frontier.id)
         return None
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        """The run ended on its own (paused, or finished): its pauses stand."""
+        self._pausing.pop(invocation_context.invocation_id, None)
+
+    def _watch_task(self, invocation: str, frontier_id: str) -> None:
+        """Withdraw ``frontier_id`` if the task running its invocation is cancelled before the run ends."""
+        task = asyncio.current_task()
+        if task is None:
+            return
+        first = invocation not in self._pausing
+        self._pausing.setdefault(invocation, []).append(frontier_id)
+        if first:
+            task.add_done_callback(lambda done: self._task_done(invocation, done))
+
+    def _task_done(self, invocation: str, task: asyncio.Task[Any]) -> None:
+        frontiers = self._pausing.pop(invocation, None)
+        if not frontiers or not task.cancelled():
+            return
+        for frontier_id in frontiers:  # (the loop is ending this task: a short write, in place)
+            try:
+                cancel(self.signoff.reviews, frontier_id, TASK_CANCELLED, CANCELLER)
+            except Exception:  # noqa: BLE001 - a done-callback must not raise; the resumer's look retries
+                log.exception("frontier %s: its cancelled run's reviews could not be withdrawn", frontier_id)
+
+    async def _sealed(self, invocation_context: InvocationContext, event: Event) -> None:
+        """ADK sealed an aborted invocation: each frontier whose confirmation requests it answers gets
+        ``run.cancelled`` with ADK's message (before ADK stores the event)."""
+        self._pausing.pop(invocation_context.invocation_id, None)
+        session = invocation_context.session
+        reason = f"cancelled: {event.error_message or 'the invocation was aborted'}"
+        frontiers: list[str] = []
+        for response in event.get_function_responses():
+            if response.name not in (REQUEST_CONFIRMATION, REQUEST_INPUT) or not response.id:
+                continue
+            kind = KIND_WORKFLOW_INPUT if response.name == REQUEST_INPUT else KIND_CONFIRMATION
+            logged = log_confirmation_id(response.id, kind, invocation_context.invocation_id)
+            review_id = await asyncio.to_thread(self.signoff.lookup_review_id, session.id, logged)
+            if review_id is None:
+                continue
+            frontier_id = (await asyncio.to_thread(self.signoff.reviews.get, review_id)).frontier
+            if frontier_id and frontier_id not in frontiers:
+                frontiers.append(frontier_id)
+        for frontier_id in frontiers:
+            await asyncio.to_thread(cancel, self.signoff.reviews, frontier_id, reason, CANCELLER)
 
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
-        return await self.signoff.before_tool(tool, tool_args, tool_context)
+        answer = await self.signoff.before_tool(tool, tool_args, tool_context)
+        if answer is None and isinstance(tool, AgentTool):  # it runs now, its agent in a nested run
+            AGENT_TOOL_OF.set(tool_context.session.id)
+        return answer
 
     async def after_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: dict[str, Any]
     ) -> dict[str, Any] | None:
+        if isinstance(tool, AgentTool):
+            AGENT_TOOL_OF.set(None)
         return await self.signoff.after_tool(tool, tool_args, tool_context, result)
 
     async def on_tool_error_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Exception
     ) -> dict[str, Any] | None:
+        if isinstance(tool, AgentTool):
+            AGENT_TOOL_OF.set(None)
         self.signoff.tool_failed(tool_context)
         return None

@@ -51,6 +51,7 @@ from signoff.bridge._calls import (
 )
 from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import RUNS, to_tool_confirmation
+from signoff.bridge._rewind import RewindWatch, gone, record_gone, rewound_before
 
 log = logging.getLogger("signoff.bridge")
 RESUME_FAILURES = Counter(
@@ -64,6 +65,7 @@ ORPHAN_FIRST_RECHECK = 0.2  # a decided frontier whose pause is not in the sessi
 ORPHAN_MAX_RECHECK = 300.0
 PAUSE_RECHECK = 0.02  # a pause whose request is stored and whose last event is not yet: seconds until the next look
 PAUSE_SETTLE_SECONDS = 2.0  # a pause's last event not stored this long after its request: the pausing run died
+MAX_REASON = 1000  # characters of a run.resume_failed reason (an error message can be long)
 
 StepHook = Callable[[str, str], None]
 """Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
@@ -107,6 +109,7 @@ class Resumer:
         on_event: Callable[[Event], Any] | None = None,
         concurrency: int = 8,
         takeover_after: float = 600.0,
+        rewind_every: float = 1.0,
     ) -> None:
         """``actor`` names this worker on the log (``agent:...``); give each concurrent worker its own,
         because a restarted worker recovers the unsent claims made under its name.
@@ -114,6 +117,9 @@ class Resumer:
         ``takeover_after``: seconds after which a resumed frontier whose approved calls neither ran nor
         had their answer consumed (its claimant, a client or another worker, died on the way) is sent
         again by this worker. Keep it longer than the slowest tool runs.
+
+        ``rewind_every``: seconds between looks at the sessions of the open frontiers for a rewind
+        (:class:`signoff.bridge._rewind.RewindWatch`); the first pass always looks.
         """
         self.signoff = signoff
         self.runner = runner
@@ -132,6 +138,7 @@ class Resumer:
         self.takeover_after = takeover_after
         self._next_takeover = 0.0
         self.root_name = str(getattr(runner.agent, "name", "") or "")
+        self.rewinds = RewindWatch(signoff.reviews, runner.session_service, self.app_name, self.actor, rewind_every)
         signoff.ensure_plugin(runner)
 
     # -- one pass ------------------------------------------------------------------------
@@ -149,11 +156,16 @@ class Resumer:
         if not self._recovered:
             done.extend(await self._recover())
             self._recovered = True
+        if self.rewinds.due():
+            try:
+                await self.rewinds.look()
+            except Exception as exc:  # noqa: BLE001 - the session service failing: looked at again next time
+                self._report("*", "rewinds", exc)
         svc = self.signoff.reviews
         ids: list[str] = await asyncio.to_thread(svc.ready_frontier_ids, 100 + len(self._poisoned))
         ready = set(ids)
-        for gone in [fid for fid in self._orphans if fid not in ready]:
-            del self._orphans[gone]  # resumed by another worker (or beyond this page): nothing to look at
+        for seen in [fid for fid in self._orphans if fid not in ready]:
+            del self._orphans[seen]  # resumed by another worker (or beyond this page): nothing to look at
         sends: list[asyncio.Task[Resumed | None]] = []
         for frontier_id in ids:
             if frontier_id in self._poisoned:
@@ -168,6 +180,8 @@ class Resumer:
                 continue
             if not frontier.reviews or frontier.reviews[0].call.app != self.app_name:
                 continue
+            if frontier.resumed and await asyncio.to_thread(svc.row_resumed, frontier_id):
+                continue  # claimed by another party since its row was listed: a race, not a disagreement
             if not frontier.decided or frontier.resumed:
                 waiting = [r.id for r in frontier.reviews if not r.final]
                 self._report(
@@ -210,6 +224,11 @@ class Resumer:
     async def _claim(self, frontier: Frontier) -> Session | None:
         """Claim ``frontier`` (``run.resumed``); its session if this worker now owns the send."""
         session = await self._session(frontier)
+        found = gone(session.events, frontier) if session is not None else None
+        if found is not None:  # the run went back before the pause, or was cancelled: nothing of it is sent
+            self._orphans.pop(frontier.id, None)
+            await asyncio.to_thread(record_gone, self.signoff.reviews, frontier, found, self.actor)
+            return None
         if session is None or not _paused_in(session.events, frontier):
             half = session is not None and _requested_in(session.events, frontier)
             # The plugin opens the reviews in ADK's event callback, just before ADK stores the pause:
@@ -243,8 +262,9 @@ class Resumer:
         try:
             result = await self._send_retrying(frontier, how="sent", session=session)
         except Exception as exc:  # noqa: BLE001
-            # The claim stands (exactly once); the run's own error is the app's to see.
+            # The claim stands (exactly once): the log says the send failed, and the call never runs.
             self._report(frontier.id, "run", exc)
+            await self._record_failure(frontier, exc)
             return None
         finally:
             self._slots.release()
@@ -309,6 +329,10 @@ class Resumer:
                 continue
             if session is None:
                 continue
+            before = rewound_before(session.events, frontier)
+            if before is not None:
+                await self._record_failure(frontier, f"rewound: the run went back before invocation {before}")
+                continue
             log.warning(
                 "frontier %s: resumed by %s at %s, but its approved call has not run; sending it again",
                 frontier.id,
@@ -320,6 +344,7 @@ class Resumer:
                 result = await self._send_retrying(frontier, how="taken over", session=session)
             except Exception as exc:  # noqa: BLE001
                 self._report(frontier.id, "take over", exc)
+                await self._record_failure(frontier, exc)
                 continue
             if result is not None:
                 done.append(result)
@@ -331,7 +356,7 @@ class Resumer:
         for due in (self.signoff.reviews.next_deadline(), self.signoff.reviews.next_escalation()):
             if due is not None:
                 until_due = min(until_due, max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.01)
-        wait = min(self.max_wait, until_due)
+        wait = min(self.max_wait, until_due, self.rewinds.seconds_until())
         if self._orphans:  # a pause to look at again (see _claim)
             wait = min(wait, max(0.0, min(at for at, _ in self._orphans.values()) - time.monotonic()))
         due_at = time.monotonic() + until_due if until_due != float("inf") else time.monotonic() + self.max_wait
@@ -377,6 +402,10 @@ class Resumer:
             )
         ids = {r.id: adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
         answered = answered_ids(session.events, first.invocation, ids.values())
+        if how == "sent":
+            # A fresh claim: nobody sent this frontier's answers, so an answer already in the session was
+            # forged past the guard (ADK takes up the last answer to a call: ours, which the gate proves).
+            answered = set()
         todo = [r for r in frontier.reviews if ids[r.id] not in answered]
         if not todo:
             if how == "recovered" and not _ran_on(session.events, frontier, self.root_name):
@@ -407,6 +436,43 @@ class Resumer:
         if reply:
             await asyncio.to_thread(self._record_reply, frontier.id, reply)
         return Resumed(frontier.id, first.session, first.invocation, how, count)
+
+    async def _record_failure(self, frontier: Frontier, error: BaseException | str) -> None:
+        """``run.resume_failed`` for the approved calls of a claimed frontier that have neither run nor
+        failed, with why (a rewind the session shows, or the send's error): none of them runs from now on,
+        the desk shows it, and ``audit verify --stalled-after`` lists it. Best effort: a log that refuses
+        it (the calls ran meanwhile) is logged."""
+        session = None
+        try:
+            session = await self._session(frontier)
+        except Exception:  # noqa: BLE001 - the reason then comes from the error alone
+            log.debug("frontier %s: session not read for the failure's reason", frontier.id)
+        before = rewound_before(session.events, frontier) if session is not None else None
+        if before is not None:
+            why = f"rewound: the run went back before invocation {before} after the resume"
+        else:
+            why = error if isinstance(error, str) else f"the resumed run raised {_describe(error)}"
+
+        def record() -> Any:
+            current = self.signoff.reviews.frontier(frontier.id)
+            calls = [
+                r.id
+                for r in current.reviews
+                if r.status in RUNS and not r.executed and not r.resume_failed and not r.problem
+            ]
+            if not calls or current.claim is None:
+                return None
+            return self.signoff.reviews.record_resume_failure(
+                frontier.id, actor=self.actor, reviews=calls, reason=why[:MAX_REASON]
+            )
+
+        try:
+            entry = await asyncio.to_thread(record)
+        except AuditError as exc:
+            log.error("frontier %s: run.resume_failed not recorded: %s", frontier.id, _describe(exc))
+            return
+        if entry is not None:
+            log.warning("frontier %s: recorded run.resume_failed at seq %d: %s", frontier.id, entry.seq, why)
 
     def _record_reply(self, frontier_id: str, text: str) -> None:
         """``run.replied``: what the agent said next, for the people who decided (once; best effort)."""

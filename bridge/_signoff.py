@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import copy
+import os
 import sys
 import threading
 import time
@@ -63,6 +64,7 @@ class Signoff:
         service_key: str | Path | Signer | None = None,
         default: bool = True,
         app: str | None = None,
+        desk_url: str | None = None,
     ) -> None:
         """Open the log named by ``store`` (create it first with ``audit init``, away from the agent).
 
@@ -74,6 +76,11 @@ class Signoff:
         go to its own app's Signoff: the one whose ``app`` names the session's app, else the one created
         in that app's package (``bank/agent.py`` serves app ``bank``); see :func:`signoff_for`.
         The agent host needs nothing else: no admin key, no reviewer key.
+
+        ``desk_url`` (default ``$SIGNOFF_DESK_URL``): where the desk is served, e.g.
+        ``https://desk.example.org``. Each pause event then carries a link to its reviews
+        (``custom_metadata["signoff"]["links"]``, shown in ``adk web``'s event view), and a confirmation
+        answered elsewhere while the review is pending is refused with the link.
         """
         self.store = open_store(store, create=False) if isinstance(store, str) else store
         signer = read_private_key(service_key) if isinstance(service_key, str | Path) else service_key
@@ -86,6 +93,7 @@ class Signoff:
         self._claims: collections.OrderedDict[str, None] = collections.OrderedDict()  # frontiers claimed here
         self._claims_lock = threading.Lock()
         self.app = app
+        self.desk_url = (desk_url or os.environ.get("SIGNOFF_DESK_URL") or "").rstrip("/") or None
         caller = sys._getframe(1).f_globals.get("__name__", "")
         self.package = str(caller).split(".", 1)[0]  # the app's package, for apply_reviewed_args
         if default:
@@ -113,6 +121,7 @@ class Signoff:
         on_step: StepHook | None = None,
         on_event: Callable[[Event], Any] | None = None,
         takeover_after: float = 600.0,
+        rewind_every: float = 1.0,
     ) -> Resumer:
         """A worker that sends every decided frontier of ``runner``'s app back to its run (see ``Resumer``)."""
         return Resumer(
@@ -124,6 +133,7 @@ class Signoff:
             on_step=on_step,
             on_event=on_event,
             takeover_after=takeover_after,
+            rewind_every=rewind_every,
         )
 
     def close(self) -> None:
@@ -185,6 +195,10 @@ class Signoff:
         for review in frontier.reviews:
             self._by_confirmation[(review.call.session, review.call.confirmation_id)] = review.id  # as logged
         return frontier
+
+    def review_link(self, review_id: str) -> str | None:
+        """The review's page in the desk (``None`` without a ``desk_url``)."""
+        return f"{self.desk_url}/reviews/{review_id}" if self.desk_url else None
 
     def review_for(self, call: PausedCall | Review | str) -> Review | None:
         """The review opened for ``call`` (a paused call, a review, or a review id), if any."""

@@ -34,6 +34,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlmodel import col
 
 from signoff.audit.decided import review_from_entries
+from signoff.audit.entry import ABANDONED, NEVER_RUN
 from signoff.audit.errors import UnknownReview
 from signoff.audit.log_state import alarm
 from signoff.audit.reader import parse_entry
@@ -492,9 +493,12 @@ def outcomes(store: Any, items: Sequence[Listed]) -> dict[str, Outcome]:
     for item in decided_items:
         fi = info.get(item.review.frontier)
         resumed = by_seq.get(fi.resumed_seq) if fi and fi.resumed_seq is not None else None
+        failed = failures.get(item.id)
+        if resumed is not None and resumed.kind in ABANDONED:  # the frontier's row names its run.rewound
+            resumed, failed = None, failed or resumed
         executed = by_seq.get(item.executed_seq) if item.executed_seq is not None else None
         reply = replies.get(item.review.frontier)
-        out[item.id] = _outcome(resumed, executed, reply, failures.get(item.id), look, item.review)
+        out[item.id] = _outcome(resumed, executed, reply, failed, look, item.review)
     return out
 
 
@@ -531,6 +535,8 @@ def _outcome(
     )
 
 
+
+
 def timeline(store: Any, review: Review) -> list[Any]:
     """Every entry about one review and its frontier (opened … decided, resumed, executed, replied), by seq."""
     own = list(store.entries(review=review.id))
@@ -546,9 +552,7 @@ def outcome_of(entries: Sequence[Any], review: Review, store: Any = None) -> Out
     resumed = next((e for e in entries if e.kind == "run.resumed"), None)
     executed = next((e for e in entries if e.kind == "tool.executed" and e.body.get("review") == review.id), None)
     reply = next((e for e in entries if e.kind == "run.replied"), None)
-    failed = next(
-        (e for e in entries if e.kind == "run.resume_failed" and review.id in (e.body.get("reviews") or [])), None
-    )
+    failed = next((e for e in entries if e.kind in NEVER_RUN and review.id in (e.body.get("reviews") or [])), None)
     look = reveal.lookup(store, [review.id, review.frontier]) if store is not None and review.sealed else None
     return _outcome(resumed, executed, reply, failed, look, review)
 

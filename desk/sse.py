@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.audit import sealing
-from signoff.audit.entry import format_time
+from signoff.audit.entry import NEVER_RUN, format_time
 from signoff.audit.sealing import Lookup
 from signoff.desk import queries, reveal
 from signoff.desk import summary as summaries
@@ -209,7 +209,7 @@ def event_of(entry: Any, review: Any = None, look: Lookup | None = None) -> dict
             "result_preview": preview,
             "at": entry.at,
         }
-    if entry.kind == "run.resume_failed":
+    if entry.kind in NEVER_RUN:  # run.resume_failed, run.rewound, run.cancelled: the calls named never run
         reviews = body.get("reviews")
         return {
             "type": "resume_failed",

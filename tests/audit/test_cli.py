@@ -378,6 +378,18 @@ def test_verify_warns_about_approved_calls_that_never_ran(admin_setup: dict[str,
     assert code == 0 and "warning:" in out and "its tool has not run" in out
     code, out, _ = run(capsys, *s, "verify", "--stalled-after", "3600", "--json")
     assert code == 0 and "stalled" not in json.loads(out)
+    # a resume the log says failed (issue 21): listed with its reason however recent, and never as stalled
+    store = open_store(admin_setup["url"])
+    ReviewService(store).record_resume_failure(
+        review.frontier, actor=AGENT, reviews=[review.id], reason="rewound: the run went back before invocation inv-1"
+    )
+    store.close()
+    code, out, _ = run(capsys, *s, "verify", "--stalled-after", "3600", "--json")
+    [failed] = json.loads(out)["stalled"]
+    assert code == 0 and failed["review"] == review.id
+    assert failed["reason"] == "rewound: the run went back before invocation inv-1"
+    code, out, _ = run(capsys, *s, "verify", "--stalled-after", "3600")
+    assert code == 0 and f"{review.id} (transfer) approved, but it never runs: run.resume_failed at seq" in out, out
 
 
 def test_init_writes_the_admin_key_beside_the_log_key_and_says_where(

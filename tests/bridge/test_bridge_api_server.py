@@ -646,6 +646,26 @@ def test_dev_ui_confirmation_is_refused_before_the_decision_and_runs_the_logged_
     assert len(dep.ran(paused.session)) == 1
 
 
+def test_dev_ui_shows_where_to_decide_and_that_nothing_was_consumed(fresh: Callable[..., Deployment]) -> None:
+    """Issue 21: in ``adk web`` the pause event's metadata (its event view) links to the review in the desk
+    and says it is pending; answering the confirmation form while it is pending gets one message naming
+    that link and saying nothing was consumed, and indeed nothing is stored or run."""
+    d = fresh(SIGNOFF_DESK_URL="http://desk.example.test:8080/")
+    sid = d.new_session()
+    events = d.run_sse(dev_ui_body(sid, {"role": "user", "parts": [{"text": "pay acct-x"}]}))
+    [pause] = [e for e in events if e.get("longRunningToolIds")]
+    [call] = [p["functionCall"] for p in pause["content"]["parts"] if "functionCall" in p]
+    stamp = pause["customMetadata"]["signoff"]
+    review = stamp["reviews"][call["id"]]
+    link = f"http://desk.example.test:8080/reviews/{review}"
+    assert stamp["state"] == "pending" and stamp["links"] == {call["id"]: link}
+    paused = Paused(sid, call["id"], pause["id"], pause["invocationId"], review)
+    refused = d.run_sse(dev_ui_confirmation(paused, confirmed=True, payload=dict(ASKED)))
+    [said] = [e["error"] for e in refused]
+    assert "still pending" in said and f"at {link}" in said and "Nothing was consumed" in said, said
+    assert d.answers(sid) == [] and d.ran(sid) == []
+
+
 @pytest.fixture
 def pg_deployment(tmp_path: Path) -> Iterator[Deployment]:
     """Its own server and store on PostgreSQL: the sessions (``DatabaseSessionService``) and the Signoff

@@ -199,6 +199,23 @@ def test_a_call_that_runs_no_more_says_why(env: Env, client: TestClient) -> None
     assert client.get("/api/stalled", headers=env.bearer()).json() == []
 
 
+def test_a_call_whose_run_was_rewound_runs_no_more_and_says_why(env: Env, client: TestClient) -> None:
+    """Issue 21: approved, then the run went back before its pause (``run.rewound``): the card, the
+    Decided list and the API say it runs no more and why; it is neither "resumed" nor "not yet run"."""
+    rev = env.open()[0]
+    env.svc.approve(rev.id, reviewer=ALICE, signer=env.signer_of(ALICE))
+    rewound = env.svc.record_rewind(rev.frontier, actor="agent:teller", before=rev.call.invocation)
+    sign_in(client)
+    card = client.get(f"/reviews/{rev.id}/outcome").text
+    assert 'id="resume-failed"' in card and "rewound: the run went back before invocation" in card, card
+    assert f"seq {rewound.seq}" in card
+    decided = client.get("/decided").text
+    assert "runs no more" in decided and "not yet run" not in decided
+    detail = client.get(f"/api/reviews/{rev.id}", headers=env.bearer()).json()
+    assert detail["outcome"]["failed_seq"] == rewound.seq and detail["outcome"]["resumed_seq"] is None
+    assert client.get("/api/stalled", headers=env.bearer()).json() == []
+
+
 def test_a_rejection_leaves_a_visible_trace(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
     env.svc.reject(rev.id, reviewer=CAROL, reason="Wrong account", signer=env.signer_of(CAROL))
