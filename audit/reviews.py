@@ -280,6 +280,8 @@ class ReviewService(ReviewQueries, ReviewPolicies):
 
         def body(state: rules.ReviewState, sealer: Sealer) -> dict[str, Any]:
             _check_round(review_id, state, round)
+            if sealer.sealed and state.args is not None:
+                sealer.args(state.args)  # the values approved are the ones beside the log, checked here
             answer = sealer.payload(payload, salt, state.round_payload)
             return decision.approve_body(review_id, state.args_digest, rationale, answer, _round_of(state))
 

@@ -12,6 +12,11 @@ ADK facts this module rests on (google-adk 2.13, checked in ``tests/bridge/test_
   {tool_name, args, confirmation_payload?}, response_schema}``.
 * Both are answered by one user ``Content`` holding one ``FunctionResponse(name=<that call's name>,
   id=<that call's id>, response=ToolConfirmation(...).model_dump())`` per call, and nothing else.
+* A question to a person pauses as a long-running call: ``adk_request_input`` (ADK's ``request_input``
+  tool, a ``LongRunningFunctionTool``, args ``{message, response_schema?}``) or any other
+  ``LongRunningFunctionTool``; its id is in ``long_running_tool_ids``. It is answered by a
+  ``FunctionResponse(name=<the call's name>, id=<its id>, response={...})``; ADK's own CLI answers
+  ``adk_request_input`` with ``{"result": <the text>}``. Signoff reviews these as kind ``input``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ METADATA_KEY = "signoff"
 
 KIND_CONFIRMATION = "confirmation"
 KIND_WORKFLOW_INPUT = "workflow_input"
+KIND_INPUT = "input"  # a question to a person (adk_request_input, a LongRunningFunctionTool): the answer is signed
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class PausedCall:
     @property
     def function_name(self) -> str:
         """The name of the ADK function call that paused (and that the answer must name)."""
+        if self.kind == KIND_INPUT:
+            return self.tool
         return REQUEST_INPUT if self.kind == KIND_WORKFLOW_INPUT else REQUEST_CONFIRMATION
 
 
@@ -126,8 +134,10 @@ def paused_calls(
 ) -> list[PausedCall]:
     """Every call of ``event`` that pauses for a confirmation, in the event's order.
 
-    ``history`` is the session's events so far; it supplies the conversation context.
-    An event that pauses for anything else (credentials, a plain ``request_input``) yields nothing.
+    ``history`` is the session's events so far; it supplies the conversation context. A plain
+    ``adk_request_input`` or another long-running call (a question to a person) is a call of kind
+    ``input``: its args are the question, its ``payload`` the answer's starting value
+    (:func:`answer_template`). A credential request yields nothing.
     """
     ids = set(event.long_running_tool_ids or ())
     if not ids:
@@ -185,7 +195,52 @@ def paused_calls(
                     context=conversation_context(history, fc.id),
                 )
             )
+        elif fc.name not in NOT_QUESTIONS:
+            out.append(
+                PausedCall(
+                    app=app,
+                    user=user,
+                    session=session,
+                    invocation=event.invocation_id,
+                    confirmation_id=fc.id,
+                    call_id=fc.id,
+                    tool=str(fc.name or ""),
+                    args=dict(args),
+                    hint=str(args.get("message") or args.get("question") or ""),
+                    payload=answer_template(args.get("response_schema")),
+                    agent=event.author or "",
+                    node_path=_node_path(event),
+                    kind=KIND_INPUT,
+                    context=conversation_context(history, fc.id),
+                )
+            )
     return out
+
+
+NOT_QUESTIONS = frozenset({REQUEST_CONFIRMATION, "adk_request_credential"})
+"""Long-running calls that are not a question to a person (a credential request is ADK's own)."""
+
+
+def answer_template(schema: Any) -> Any:
+    """The starting value of an answer to a question whose answer follows the JSON Schema ``schema``
+    (ADK's ``response_schema``): a string, a boolean, a number, or an object with each property so
+    started; ``""`` (free text) when there is none. The desk builds its answer form from it."""
+    if not isinstance(schema, dict):
+        return ""
+    kind = schema.get("type")
+    if "default" in schema:
+        return schema["default"]
+    if kind == "boolean":
+        return False
+    if kind in ("integer", "number"):
+        return 0
+    if kind == "array":
+        return []
+    properties = schema.get("properties")
+    if kind == "object" or isinstance(properties, dict):
+        members = properties if isinstance(properties, dict) else {}
+        return {str(name): answer_template(sub) for name, sub in members.items()}
+    return ""
 
 
 def _node_path(event: Event) -> str:
@@ -193,17 +248,22 @@ def _node_path(event: Event) -> str:
     return str(getattr(info, "path", "") or "")
 
 
-def resume_message(answers: Iterable[tuple[PausedCall, ToolConfirmation]]) -> types.Content:
+def response_of(answer: ToolConfirmation | dict[str, Any]) -> dict[str, Any]:
+    """The ``FunctionResponse.response`` of one answer: a confirmation's JSON, or an input's answer."""
+    return answer if isinstance(answer, dict) else answer.model_dump(mode="json")
+
+
+def resume_message(answers: Iterable[tuple[PausedCall, ToolConfirmation | dict[str, Any]]]) -> types.Content:
     """One user ``Content`` answering every call of a frontier (function responses only)."""
     parts = [
         types.Part(
             function_response=types.FunctionResponse(
                 name=call.function_name,
                 id=call.confirmation_id,
-                response=confirmation.model_dump(mode="json"),
+                response=response_of(answer),
             )
         )
-        for call, confirmation in answers
+        for call, answer in answers
     ]
     if not parts:
         raise ValueError("a resume message needs at least one answer, found none")

@@ -21,7 +21,7 @@ button, would end the call's only chance to run with the real decision. The plug
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -37,7 +37,7 @@ from signoff.bridge._calls import (
     paused_call_of,
     resume_message,
 )
-from signoff.bridge._mapping import to_tool_confirmation
+from signoff.bridge._mapping import answer_for
 
 RESUMING: contextvars.ContextVar[bool] = contextvars.ContextVar("signoff_resuming", default=False)
 """True while Signoff itself sends a frontier's answers (the resumer, or an app inside :func:`resuming`)."""
@@ -57,15 +57,22 @@ def resuming() -> Iterator[None]:
         RESUMING.reset(token)
 
 
-def confirmation_answers(message: types.Content | None) -> list[types.FunctionResponse]:
-    """The function responses in ``message`` that answer a confirmation (a paused call)."""
+def confirmation_answers(
+    message: types.Content | None, reviewed: Callable[[str], bool] | None = None
+) -> list[types.FunctionResponse]:
+    """The function responses in ``message`` that answer a paused call: a confirmation, a workflow
+    node's, ``adk_request_input``, or (``reviewed(id)`` says so: an indexed lookup) another question to a
+    person under review (kind ``input``)."""
     found = []
     for part in (message.parts if message is not None and message.parts else []) or []:
         response = part.function_response
         if response is None:
             continue
-        if response.name == REQUEST_CONFIRMATION or (
-            response.name == REQUEST_INPUT and str(response.id or "").startswith(WORKFLOW_CONFIRMATION_PREFIX)
+        workflow = response.name == REQUEST_INPUT and str(response.id or "").startswith(WORKFLOW_CONFIRMATION_PREFIX)
+        if (
+            response.name == REQUEST_CONFIRMATION
+            or workflow
+            or (reviewed is not None and response.id and reviewed(str(response.id)))
         ):
             found.append(response)
     return found
@@ -91,7 +98,8 @@ def client_resume(
     Blocking (it reads and writes the log): run it in a thread."""
     frontiers: dict[str, Frontier] = {}
     for answer in answers:
-        kind = "workflow_input" if answer.name == REQUEST_INPUT else "confirmation"
+        workflow = answer.name == REQUEST_INPUT and str(answer.id or "").startswith(WORKFLOW_CONFIRMATION_PREFIX)
+        kind = "workflow_input" if workflow else "confirmation"  # (an input's id is logged as it is)
         logged = log_confirmation_id(str(answer.id or ""), kind, invocation)
         review_id = host.lookup_review_id(session, logged)
         if review_id is None:
@@ -121,4 +129,4 @@ def client_resume(
     except (AlreadyResumed, FrontierNotReady) as exc:
         raise ConfirmationRefused(f"frontier {frontier.id} was already resumed ({exc}); nothing was stored") from None
     host.note_claim(frontier.id)
-    return resume_message((paused_call_of(r), to_tool_confirmation(r)) for r in frontier.reviews)
+    return resume_message((paused_call_of(r), answer_for(r)) for r in frontier.reviews)

@@ -43,10 +43,26 @@ def to_tool_confirmation(review: Review) -> ToolConfirmation:
     raise ValueError(f"review {review.id}: expected a final decision, found it {review.status}")
 
 
+def answer_for(review: Review) -> ToolConfirmation | dict[str, Any]:
+    """What answers ``review``'s paused call: a ``ToolConfirmation``, or, for a question to a person
+    (kind ``input``), the ``FunctionResponse.response``: the signed answer (an object as it is, anything
+    else as ``{"result": answer}``), or ``{"error": why}`` when nobody answered it."""
+    if review.call.kind != "input":
+        return to_tool_confirmation(review)
+    if review.status in RUNS:
+        answer = review.answer_payload if review.answer_payload is not None else review.call.payload
+        return answer if isinstance(answer, dict) else {"result": answer}
+    if review.status in STOPS:
+        return {"error": stop_reason(review), "signoff": {"review": review.id, "status": review.status}}
+    raise ValueError(f"review {review.id}: expected a final decision, found it {review.status}")
+
+
 def stop_reason(review: Review) -> str:
     """The sentence the model reads when a person's decision (or its absence) stops the call."""
     if review.status == REJECTED:
         who = review.decided_by or "a reviewer"
+        if review.call.kind == "input":
+            return f"The question of {review.call.tool}() was declined by {who}: {review.reason}"
         return f"The call {review.call.tool}() was rejected by {who}: {review.reason}"
     if review.status == EXPIRED:
         deadline = review.deadline.isoformat() if review.deadline else "its deadline"

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from google.adk.agents.callback_context import CallbackContext
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events.event import Event
+from google.adk.models.llm_request import LlmRequest
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.base_tool import BaseTool
@@ -20,12 +22,13 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from signoff.audit import Frontier
+from signoff.bridge._answers import check_answers
 from signoff.bridge._calls import (
     KIND_CONFIRMATION,
     KIND_WORKFLOW_INPUT,
     METADATA_KEY,
-    REQUEST_CONFIRMATION,
     REQUEST_INPUT,
+    WORKFLOW_CONFIRMATION_PREFIX,
     PausedCall,
     adk_confirmation_id,
     log_confirmation_id,
@@ -59,6 +62,8 @@ class PluginHost(GuardHost, Protocol):
 
     def review_link(self, review_id: str) -> str | None: ...
 
+    def wants_review(self, call: PausedCall) -> bool: ...
+
 
 class SignoffPlugin(BasePlugin):
     """Opens one frontier per pause, applies decisions before tools run, records what ran.
@@ -75,6 +80,8 @@ class SignoffPlugin(BasePlugin):
     * ``before_tool_callback``: see :meth:`Signoff.before_tool`.
     * ``after_tool_callback``: see :meth:`Signoff.after_tool`.
     * ``on_tool_error_callback``: a tool that raised is not recorded as executed (the error is ADK's).
+    * ``before_model_callback``: an answer to a question under review (kind ``input``) that the model is
+      about to read is the signed one, and is recorded once as delivered (:mod:`signoff.bridge._answers`).
     * Cancellation (:mod:`signoff.bridge._rewind`): an abort event (``INVOCATION_ABORTED``) that seals a
       confirmation request, or the end of a task cancelled between its pause and the end of its run
       (no ``after_run_callback``), records ``run.cancelled`` for the frontier, once: its open reviews are
@@ -102,10 +109,16 @@ class SignoffPlugin(BasePlugin):
     async def on_user_message_callback(
         self, *, invocation_context: InvocationContext, user_message: types.Content
     ) -> types.Content | None:
-        answers = confirmation_answers(user_message)
-        if not answers or RESUMING.get():
+        if RESUMING.get() or not any(p.function_response for p in user_message.parts or []):
             return None
         session = invocation_context.session
+
+        def reviewed(call_id: str) -> bool:  # a question to a person under review (kind input)
+            return self.signoff.lookup_review_id(session.id, call_id) is not None
+
+        answers = await asyncio.to_thread(confirmation_answers, user_message, reviewed)
+        if not answers:
+            return None
         return await asyncio.to_thread(
             client_resume,
             self.signoff,
@@ -126,6 +139,7 @@ class SignoffPlugin(BasePlugin):
         calls = paused_calls(
             event, app=session.app_name, user=session.user_id, session=session.id, history=session.events
         )
+        calls = [c for c in calls if self.signoff.wants_review(c)]
         if not calls:
             return None
         outer = AGENT_TOOL_OF.get()
@@ -182,9 +196,10 @@ class SignoffPlugin(BasePlugin):
         reason = f"cancelled: {event.error_message or 'the invocation was aborted'}"
         frontiers: list[str] = []
         for response in event.get_function_responses():
-            if response.name not in (REQUEST_CONFIRMATION, REQUEST_INPUT) or not response.id:
+            if not response.id:
                 continue
-            kind = KIND_WORKFLOW_INPUT if response.name == REQUEST_INPUT else KIND_CONFIRMATION
+            workflow = response.name == REQUEST_INPUT and response.id.startswith(WORKFLOW_CONFIRMATION_PREFIX)
+            kind = KIND_WORKFLOW_INPUT if workflow else KIND_CONFIRMATION  # (an input's id is logged as it is)
             logged = log_confirmation_id(response.id, kind, invocation_context.invocation_id)
             review_id = await asyncio.to_thread(self.signoff.lookup_review_id, session.id, logged)
             if review_id is None:
@@ -194,6 +209,15 @@ class SignoffPlugin(BasePlugin):
                 frontiers.append(frontier_id)
         for frontier_id in frontiers:
             await asyncio.to_thread(cancel, self.signoff.reviews, frontier_id, reason, CANCELLER)
+
+    async def before_model_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
+        """The answers to questions under review that the model is about to read are the signed ones
+        (:func:`signoff.bridge._answers.check_answers`); raises :class:`AnswerRefused` otherwise."""
+        last = llm_request.contents[-1] if llm_request.contents else None
+        responses = [p.function_response for p in (last.parts or []) if p.function_response] if last else []
+        if responses:
+            await asyncio.to_thread(check_answers, self.signoff, callback_context.session.id, responses)
+        return None
 
     async def before_tool_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext

@@ -47,10 +47,11 @@ from signoff.bridge._calls import (
     adk_confirmation_id,
     answered_ids,
     paused_call_of,
+    response_of,
     resume_message,
 )
 from signoff.bridge._guard import resuming
-from signoff.bridge._mapping import RUNS, to_tool_confirmation
+from signoff.bridge._mapping import RUNS, answer_for
 from signoff.bridge._rewind import RewindWatch, gone, record_gone, rewound_before
 
 log = logging.getLogger("signoff.bridge")
@@ -411,7 +412,7 @@ class Resumer:
             if how == "recovered" and not _ran_on(session.events, frontier, self.root_name):
                 return await self._drive(frontier, None, how="redriven")
             return None
-        answers = [(paused_call_of(r), to_tool_confirmation(r)) for r in todo]
+        answers = [(paused_call_of(r), answer_for(r)) for r in todo]
         if _answers_stored(session.events, first.invocation, answers):
             # The session holds this very answer, unconsumed: the run died after ADK stored it. Driven
             # again with no new message, ADK takes up the stored answer: one answer per pause.
@@ -587,7 +588,7 @@ def _ran_on(events: list[Event], frontier: Frontier, root: str = "") -> bool:
 def _answers_stored(events: list[Event], invocation: str, answers: list[tuple[Any, Any]]) -> bool:
     """Whether the session already holds, after the pause, exactly these answers (the last answer to each
     call is the one ADK takes up): a resume whose message ADK stored before the run died."""
-    wanted = {call.confirmation_id: _canonical(confirmation.model_dump(mode="json")) for call, confirmation in answers}
+    wanted = {call.confirmation_id: _canonical(response_of(answer)) for call, answer in answers}
     pause = max(
         (
             i

@@ -26,7 +26,7 @@ from signoff.audit import CallSpec, Frontier, Review, ReviewService, Signer, Sto
 from signoff.audit.decided import TrustCache
 from signoff.audit.errors import PatchFailed, ReviewClosed, UnknownReview
 from signoff.audit.keys import read_private_key
-from signoff.bridge._calls import KIND_WORKFLOW_INPUT, PausedCall
+from signoff.bridge._calls import KIND_INPUT, KIND_WORKFLOW_INPUT, PausedCall
 from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor, plugin_of
 from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
@@ -195,6 +195,11 @@ class Signoff:
         for review in frontier.reviews:
             self._by_confirmation[(review.call.session, review.call.confirmation_id)] = review.id  # as logged
         return frontier
+
+    def wants_review(self, call: PausedCall) -> bool:
+        """Whether a paused call opens a review: every gated call; a question (kind ``input``) unless a
+        policy says ``review=False`` for its tool (the app answers those itself)."""
+        return call.kind != KIND_INPUT or self.policies.for_tool(call.tool).review is not False
 
     def review_link(self, review_id: str) -> str | None:
         """The review's page in the desk (``None`` without a ``desk_url``)."""

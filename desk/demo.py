@@ -76,6 +76,22 @@ ROTATION: list[dict[str, Any]] = [
         "calls": [{"name": "set_daily_limit", "args": {"account": "ACC-204"}}],
     },
     {
+        "prompt": "Set up the standing order for the new office lease.",
+        "say": "I need to know which account pays the rent.",
+        "calls": [
+            {
+                "name": "adk_request_input",
+                "args": {
+                    "message": "Which account should pay the office rent, and from which month?",
+                    "response_schema": {
+                        "type": "object",
+                        "properties": {"account": {"type": "string"}, "first_month": {"type": "string"}},
+                    },
+                },
+            }
+        ],
+    },
+    {
         "prompt": "Refund order 5512 and let the customer know.",
         "say": "Two steps: refund EUR 89.90 and send the customer an e-mail.",
         "calls": [
@@ -206,11 +222,14 @@ def _make_tools(runs: ToolLog) -> list[Any]:
         runs.ran("set_daily_limit", {"account": account}, payload=conf.payload, call=tool_context.function_call_id)
         return {"ok": True, "account": account, "limit": conf.payload}
 
+    from google.adk.tools import request_input  # ADK's question to a person: a review of kind input
+
     return [
         FunctionTool(transfer_money, require_confirmation=True),
         FunctionTool(send_email, require_confirmation=True),
         FunctionTool(delete_record, require_confirmation=True),
         FunctionTool(set_daily_limit),
+        request_input,
     ]
 
 

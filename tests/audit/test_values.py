@@ -13,12 +13,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from auditkit import ADMIN, AGENT, ALICE, Db, FakeClock, Keys, backend_of, call, forge_append, run_cli, sqlite_path
+from auditkit import (
+    ADMIN,
+    AGENT,
+    ALICE,
+    Db,
+    FakeClock,
+    Keys,
+    backend_of,
+    call,
+    forge_append,
+    run_cli,
+    snapshot,
+    sqlite_path,
+)
 
 from signoff.audit import ReviewService, Store, decision, erasure, sealing
 from signoff.audit.canonical import canonical, digest
 from signoff.audit.decided import DecisionNotProven, prove_decision
-from signoff.audit.errors import NotAllowed
+from signoff.audit.errors import ExecutionMismatch, NotAllowed
 from signoff.audit.policies import policy_digest
 from signoff.audit.proofs import build_inclusion, check_inclusion
 from signoff.audit.verify import verify_file, verify_store
@@ -126,6 +139,24 @@ def test_a_value_changed_behind_the_service_is_refused_everywhere(
     assert "call.args.to" in svc.get(review.id).problem
     report = verify_store(store)
     assert not report.ok and review.id in str(report.failure) and "value beside the log" in str(report.failure)
+
+
+def test_an_approval_of_values_changed_behind_the_service_is_refused_in_its_transaction(
+    svc: ReviewService, store: Store, store_url: str, keys: Keys
+) -> None:
+    """The gap issue 20's note named: approve re-reads the round's values beside the log in its own
+    transaction (as edit does), so a value changed there since the page was shown is refused and
+    nothing is written."""
+    front = svc.open_frontier([call("t9", args=dict(PERSONAL))], actor=AGENT)
+    review = svc.get(front.reviews[0].id)
+    sig = decision.prepare_approve(review).sign(keys.alice, store.log_id, ALICE)
+    commitment = json.loads(_raw(store, review.opened_seq))["body"]["call"]["args"]["to"]
+    with Db(store_url) as db:
+        db.run(("UPDATE signoff_value SET value = ? WHERE commitment = ?", (json.dumps("Mallory"), commitment)))
+    size, before = store.size(), snapshot(store_url)
+    with pytest.raises(ExecutionMismatch, match=f"review {review.id}: args"):
+        svc.approve(review.id, reviewer=ALICE, sig=sig)
+    assert store.size() == size and snapshot(store_url) == before
 
 
 def test_a_value_deleted_without_an_erasure_is_named(

@@ -12,6 +12,12 @@ Prints one JSON object. For each backend (SQLite file; PostgreSQL when reachable
 * ``adk_floor``: the same app without Signoff; the clock starts when the resume message is handed
   to ``run_async`` (ADK's own pause-and-resume cost: session load, confirmation replay, tool start).
 
+``input_in_process``: as ``in_process``, for a question to a person (a review of kind ``input``): from
+the signed answer's commit to the model reading it, beside ``in_process`` (a confirmation).
+
+``resumer_look``: what a resumer pass costs when it also looks for rewinds and cancels, with
+``--idle`` (1,000) paused sessions nobody has decided, against none.
+
 Latency is from the decision's commit returning (``approve()``, signed with the reviewer's key) to
 the first line of the tool.
 Target: cross-process p50 < 150 ms, p95 < 500 ms. Bounded: about a minute on two cores.
@@ -79,6 +85,24 @@ class Model(BaseLlm):
             yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="ok")]))
 
 
+class AskModel(BaseLlm):
+    """Asks a person (``adk_request_input``); on the turn after the answer, notes when it read it."""
+
+    model: str = "bench-ask"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        first_parts = llm_request.contents[0].parts if llm_request.contents else None
+        n = int((first_parts[0].text if first_parts else "0") or 0)
+        if not any(c.role == "model" for c in llm_request.contents):
+            call = types.FunctionCall(name="adk_request_input", args={"message": f"Pay invoice {n}?"}, id="call-ask")
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+        else:
+            _started.setdefault(n, time.time())  # the answer reached the agent
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="ok")]))
+
+
 def pay(n: int, tool_context: ToolContext) -> dict[str, Any]:
     """Pay invoice n."""
     now = time.time()
@@ -90,8 +114,13 @@ def pay(n: int, tool_context: ToolContext) -> dict[str, Any]:
     return {"paid": n}
 
 
-def app_for(signoff: bridge.Signoff | None) -> App:
-    agent = LlmAgent(name="payer", model=Model(), tools=[FunctionTool(pay, require_confirmation=True)])
+def app_for(signoff: bridge.Signoff | None, *, ask: bool = False) -> App:
+    from google.adk.tools import request_input
+
+    if ask:
+        agent = LlmAgent(name="payer", model=AskModel(), tools=[request_input])
+    else:
+        agent = LlmAgent(name="payer", model=Model(), tools=[FunctionTool(pay, require_confirmation=True)])
     return App(
         name=APP,
         root_agent=agent,
@@ -100,8 +129,8 @@ def app_for(signoff: bridge.Signoff | None) -> App:
     )
 
 
-def runner_for(signoff: bridge.Signoff | None, sessions: str) -> Runner:
-    return Runner(app=app_for(signoff), session_service=SqliteSessionService(db_path=sessions))
+def runner_for(signoff: bridge.Signoff | None, sessions: str, *, ask: bool = False) -> Runner:
+    return Runner(app=app_for(signoff, ask=ask), session_service=SqliteSessionService(db_path=sessions))
 
 
 async def pause(runner: Runner, n: int) -> tuple[str, list[Any]]:
@@ -169,18 +198,26 @@ async def bench_floor(tmp: Path, samples: int) -> dict[str, Any]:
     return summary(out)
 
 
-async def bench_in_process(url: str, tmp: Path, samples: int, tag: str) -> dict[str, Any]:
+async def bench_in_process(url: str, tmp: Path, samples: int, tag: str, *, ask: bool = False) -> dict[str, Any]:
+    """``ask``: the pause is a question to a person (a review of kind ``input``), answered with a signed
+    payload; the clock stops when the model reads the answer (for a confirmation: when the tool starts)."""
     signoff = bridge.Signoff(url)
-    runner = runner_for(signoff, str(tmp / f"{tag}-inproc-sessions.db"))
+    what = "ask" if ask else "inproc"
+    runner = runner_for(signoff, str(tmp / f"{tag}-{what}-sessions.db"), ask=ask)
     stop = asyncio.Event()
-    server = asyncio.create_task(signoff.resumer(runner, actor=f"agent:bench-{tag}-in").serve(stop=stop))
+    server = asyncio.create_task(signoff.resumer(runner, actor=f"agent:bench-{tag}-{what}").serve(stop=stop))
     out = []
-    base = 10_000 if tag == "sqlite" else 30_000
+    base = (10_000 if tag == "sqlite" else 30_000) + (5_000 if ask else 0)
     for i in range(samples + WARMUP):
         n = base + i
         await pause(runner, n)
         [review] = signoff.reviews.pending()
-        await asyncio.to_thread(approve, signoff, review.id)
+        if ask:
+            await asyncio.to_thread(
+                signoff.reviews.approve, review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, payload="yes"
+            )
+        else:
+            await asyncio.to_thread(approve, signoff, review.id)
         t0 = time.time()
         while n not in _started:
             await asyncio.sleep(0.0005)
@@ -339,6 +376,45 @@ async def bench_api_server(url: str, tmp: Path, samples: int, tag: str) -> dict[
             f.close()
 
 
+async def bench_resumer_look(tmp: Path, idle: int, looks: int = 20) -> dict[str, Any]:
+    """The resumer's cost per pass when it also looks for rewinds and cancels (issue 21): with ``idle``
+    paused sessions whose reviews nobody has decided, against none, on SQLite (log and sessions).
+
+    * ``pass_no_sessions``: ``run_once()`` with the look due and nothing paused (the reference);
+    * ``first_look_ms``: the first look, which reads every paused session once;
+    * ``pass_idle``: later passes with the look due (one ``list_sessions`` and one indexed query);
+    * ``pass_idle_without_look``: the same passes with the look not due (the rest of a pass).
+    """
+    url = f"sqlite:///{tmp / 'look.db'}"
+    init_store(url, tmp / "look.key")
+    signoff = bridge.Signoff(url)
+    runner = runner_for(signoff, str(tmp / "look-sessions.db"))
+    resumer = signoff.resumer(runner, actor="agent:bench-look")
+
+    async def passes(due: bool) -> list[float]:
+        out = []
+        for _ in range(looks):
+            resumer.rewinds._next = 0.0 if due else float("inf")
+            t0 = time.perf_counter()
+            await resumer.run_once()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    result: dict[str, Any] = {"idle_sessions": idle, "unit": "ms per run_once()"}
+    result["pass_no_sessions"] = summary(await passes(True))
+    for n in range(idle):
+        await pause(runner, 50_000 + n)
+    assert signoff.reviews.count_pending() == idle
+    resumer.rewinds._next = 0.0
+    t0 = time.perf_counter()
+    await resumer.run_once()
+    result["first_look_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+    result["pass_idle"] = summary(await passes(True))
+    result["pass_idle_without_look"] = summary(await passes(False))
+    signoff.close()
+    return result
+
+
 async def serve(url: str, sessions: str, ready: str) -> None:
     signoff = bridge.Signoff(url)
     runner = runner_for(signoff, sessions)
@@ -367,6 +443,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         result["adk_floor"] = await bench_floor(tmp, args.samples)
+        result["resumer_look"] = await bench_resumer_look(tmp, args.idle)
         backends: list[tuple[str, str, Any]] = [("sqlite", f"sqlite:///{tmp / 'bench.db'}", None)]
         pg = pg_schema_url(args.pg)
         if pg is not None:
@@ -378,6 +455,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 init_store(url, tmp / f"{tag}.key")
                 result[tag] = {
                     "in_process": await bench_in_process(url, tmp, args.samples, tag),
+                    "input_in_process": await bench_in_process(url, tmp, args.samples, tag, ask=True),
                     "cross_process": await bench_cross_process(url, tmp, args.samples, tag),
                     "api_server": await bench_api_server(url, tmp, args.samples, tag),
                 }
@@ -392,6 +470,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=25)
+    parser.add_argument("--idle", type=int, default=1000, help="paused sessions for the resumer's look")
     parser.add_argument("--pg", default=os.environ.get("SIGNOFF_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     parser.add_argument("--serve", nargs=3, metavar=("STORE", "SESSIONS", "READY"))
     args = parser.parse_args()

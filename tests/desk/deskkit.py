@@ -79,8 +79,10 @@ class Env:
         agent: str = "teller",
         n: int = 1,
         context: dict[str, str] | None = None,
+        kind: str = "confirmation",
     ) -> list[Any]:
-        """Open one frontier of ``n`` calls; return its reviews."""
+        """Open one frontier of ``n`` calls (``kind``: ``confirmation``, or ``input``: a question); return
+        its reviews."""
         i = next(_n)
         specs = [
             CallSpec(
@@ -99,6 +101,7 @@ class Env:
                 context=context if context is not None else {"user": "pay acct-1", "model": "I'll pay."},
                 tool_description="Transfer money.",
                 tool_schema=schema,
+                kind=kind,
             )
             for k in range(n)
         ]

@@ -309,3 +309,52 @@ def test_two_reviewers_at_once_exactly_one_wins(browser: Any, alice: Any, demo: 
     assert kinds.count("review.approved") == 1
     demo.run_with(marker)
     carol.context.close()
+
+
+def test_a_question_is_answered_on_its_page_and_the_agent_reads_the_answer(
+    alice: Any, browser: Any, demo: Demo
+) -> None:
+    """Issue 21: the demo agent asks a person (ADK's ``request_input``): its page asks the question, the
+    answer is typed into the form the response schema started, sent, and the agent reads exactly it."""
+    marker = "lease-" + secrets.token_hex(3)
+    schema = {"type": "object", "properties": {"account": {"type": "string"}, "first_month": {"type": "string"}}}
+    demo.propose(
+        ("adk_request_input", {"message": f"Which account pays the {marker} rent?", "response_schema": schema})
+    )
+    review = demo.review_with(marker)
+    assert (review.call.kind, review.call.payload) == ("input", {"account": "", "first_month": ""})
+    alice.goto(f"{demo.url}/reviews/{review.id}")
+    assert f"asks you: Which account pays the {marker} rent?" in alice.locator("#headline").inner_text()
+    assert alice.locator("#approve-btn").inner_text().strip().endswith("the answer")
+    ARTIFACTS.mkdir(exist_ok=True)
+    alice.screenshot(path=str(ARTIFACTS / "question.png"), full_page=False)
+    phone = browser.new_page(viewport={"width": 390, "height": 844}, storage_state=alice.context.storage_state())
+    phone.goto(f"{demo.url}/reviews/{review.id}")
+    phone.screenshot(path=str(ARTIFACTS / "question-phone.png"), full_page=False)
+    phone.close()
+    alice.click('[data-editor="approve-payload"] .mode[data-mode=json]')
+    answer = {"account": "DE02 1203 0000 0000 2020 51", "first_month": "2027-01"}
+    alice.fill("#approve-form textarea[name=payload]", json.dumps(answer))
+    alice.click("#approve-btn")
+    alice.wait_for_selector("#decision-done")
+    _wait_until(lambda: demo.review(review.id)[0].executed, 15, "the answer delivered (tool.executed)")
+    done, kinds = demo.review(review.id)
+    assert done.answer_payload == answer, kinds
+    from signoff.audit import open_store, sealing, values
+
+    def reply() -> str | None:
+        store = open_store(demo.store_url)
+        try:
+            about = [e for e in store.entries(kind="run.replied") if e.body.get("frontier") == review.frontier]
+            if not about:
+                return None
+            text = about[0].body.get("text")
+            if sealing.is_commitment(text):  # the demo's log keeps values beside it
+                look = values.lookup_for(store.read_rows, store.log_id, [review.frontier])
+                text = sealing.reveal(str(text), look, "run.replied text")
+            return str(text)
+        finally:
+            store.close()
+
+    said = _wait_until(reply, 15, "the agent's reply")
+    assert "DE02 1203 0000 0000 2020 51" in said, said  # what the agent read

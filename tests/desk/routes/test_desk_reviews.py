@@ -136,6 +136,29 @@ def test_edit_without_javascript_sends_whole_args(env: Env, client: TestClient) 
     assert resp.status_code == 200 and env.svc.get(payload_rev.id).answer_payload == {"limit": 9}
 
 
+def test_a_question_reads_as_one_and_its_answer_is_signed(env: Env, client: TestClient) -> None:
+    """Issue 21: a review of kind ``input`` (``adk_request_input``): the page asks the question, the
+    answer form starts from the response schema's shape, and the answer sent is the decision's payload."""
+    rev = env.open(
+        "adk_request_input",
+        {"message": "Which account?", "response_schema": {"type": "object"}},
+        schema=None,
+        hint="Which account?",
+        payload={"account": "", "urgent": False},
+        kind="input",
+    )[0]
+    csrf = sign_in(client)
+    page = unescape(client.get(f"/reviews/{rev.id}").text)
+    assert re.search(r'id="headline">.*teller.*asks you: .*Which account\?', page), page[:2000]
+    assert "wants to" not in page.split('id="headline"', 1)[1].split("</h1>", 1)[0]
+    assert 'name="payload"' in page and '"urgent": false' in page and "Send the answer" in page
+    resp = client.post(
+        f"/reviews/{rev.id}/approve", data={"csrf": csrf, "payload": '{"account": "acct-9", "urgent": true}'}
+    )
+    assert resp.status_code == 200
+    assert env.svc.get(rev.id).answer_payload == {"account": "acct-9", "urgent": True}
+
+
 def test_post_without_csrf_is_refused_and_nothing_recorded(env: Env, client: TestClient) -> None:
     rev = env.open()[0]
     sign_in(client)
