@@ -12,6 +12,9 @@ ADK facts this module rests on (google-adk 2.13, checked in ``tests/bridge/test_
   {tool_name, args, confirmation_payload?}, response_schema}``.
 * Both are answered by one user ``Content`` holding one ``FunctionResponse(name=<that call's name>,
   id=<that call's id>, response=ToolConfirmation(...).model_dump())`` per call, and nothing else.
+* A remote agent's pause reaches the local session through a ``RemoteA2aAgent`` with the remote's own
+  call ids, in events whose ``custom_metadata`` holds ``a2a:task_id``, twice (the working and the
+  input-required event); a local answer resumes the remote task (``tests/bridge/test_bridge_a2a.py``).
 * A question to a person pauses as a long-running call: ``adk_request_input`` (ADK's ``request_input``
   tool, a ``LongRunningFunctionTool``, args ``{message, response_schema?}``) or any other
   ``LongRunningFunctionTool``; its id is in ``long_running_tool_ids``. It is answered by a
@@ -35,6 +38,7 @@ REQUEST_CONFIRMATION = "adk_request_confirmation"
 REQUEST_INPUT = "adk_request_input"
 WORKFLOW_CONFIRMATION_PREFIX = "wf_tool_confirmation:"
 METADATA_KEY = "signoff"
+A2A_TASK = "a2a:task_id"  # custom_metadata of an event ADK relayed from a remote agent (RemoteA2aAgent)
 
 KIND_CONFIRMATION = "confirmation"
 KIND_WORKFLOW_INPUT = "workflow_input"
@@ -153,6 +157,10 @@ def paused_calls(
                 continue
             confirmation = args.get("toolConfirmation") or {}
             call_id = str(original.get("id") or "")
+            context = conversation_context(history, call_id)
+            task = (event.custom_metadata or {}).get(A2A_TASK)
+            if task:  # relayed from a remote agent over A2A: the remote runs the call
+                context["a2a_task"] = str(task)
             out.append(
                 PausedCall(
                     app=app,
@@ -168,7 +176,7 @@ def paused_calls(
                     agent=event.author or "",
                     node_path=_node_path(event),
                     kind=KIND_CONFIRMATION,
-                    context=conversation_context(history, call_id),
+                    context=context,
                 )
             )
         elif fc.name == REQUEST_INPUT and fc.id.startswith(WORKFLOW_CONFIRMATION_PREFIX):

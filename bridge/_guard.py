@@ -37,7 +37,7 @@ from signoff.bridge._calls import (
     paused_call_of,
     resume_message,
 )
-from signoff.bridge._mapping import answer_for
+from signoff.bridge._mapping import RELAYED_EDIT, answer_for, relayed_edit
 
 RESUMING: contextvars.ContextVar[bool] = contextvars.ContextVar("signoff_resuming", default=False)
 """True while Signoff itself sends a frontier's answers (the resumer, or an app inside :func:`resuming`)."""
@@ -129,4 +129,9 @@ def client_resume(
     except (AlreadyResumed, FrontierNotReady) as exc:
         raise ConfirmationRefused(f"frontier {frontier.id} was already resumed ({exc}); nothing was stored") from None
     host.note_claim(frontier.id)
+    refused = [r.id for r in frontier.reviews if relayed_edit(r) and not r.resume_failed]
+    if refused:  # the remote agent would run the unedited args: it is told no, and the log says why
+        host.reviews.record_resume_failure(
+            frontier.id, actor=f"agent:client-of-{app}", reviews=refused, reason=RELAYED_EDIT
+        )
     return resume_message((paused_call_of(r), answer_for(r)) for r in frontier.reviews)

@@ -25,6 +25,23 @@ RUNS = frozenset({APPROVED, EDITED})
 STOPS = frozenset({REJECTED, EXPIRED, WITHDRAWN})
 
 
+RELAYED_EDIT = (
+    "an edit cannot reach a call that a remote agent runs over A2A (it runs the args it asked for); "
+    "the remote agent was told no, and nothing ran"
+)
+
+
+def relayed(review: Review) -> bool:
+    """Whether the call was relayed from a remote agent over A2A (the remote runs it, as it asked)."""
+    return bool((review.call.context or {}).get("a2a_task"))
+
+
+def relayed_edit(review: Review) -> bool:
+    """An edit of a relayed call: it is never sent as a confirmation (the remote would run the unedited
+    args), but as a refusal, and the log says so (``run.resume_failed``)."""
+    return review.status == EDITED and review.call.payload is None and relayed(review)
+
+
 def to_tool_confirmation(review: Review) -> ToolConfirmation:
     """The ``ToolConfirmation`` that answers ``review``'s paused call; the review must be final."""
     call = review.call
@@ -32,6 +49,8 @@ def to_tool_confirmation(review: Review) -> ToolConfirmation:
     if review.status == APPROVED:
         payload = review.answer_payload if review.answer_payload is not None else call.payload
         return ToolConfirmation(hint=call.hint, confirmed=True, payload=payload)
+    if relayed_edit(review):
+        return ToolConfirmation(hint=f"Signoff: {RELAYED_EDIT}.", confirmed=False, payload=None)
     if review.status == EDITED:
         if asked_own_question:
             payload = review.answer_payload if review.answer_payload is not None else call.payload

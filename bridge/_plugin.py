@@ -22,8 +22,10 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from signoff.audit import Frontier
+from signoff.audit.errors import AuditError
 from signoff.bridge._answers import check_answers
 from signoff.bridge._calls import (
+    A2A_TASK,
     KIND_CONFIRMATION,
     KIND_WORKFLOW_INPUT,
     METADATA_KEY,
@@ -35,6 +37,7 @@ from signoff.bridge._calls import (
     paused_calls,
 )
 from signoff.bridge._guard import RESUMING, ConfirmationRefused, GuardHost, client_resume, confirmation_answers
+from signoff.bridge._mapping import relayed
 from signoff.bridge._rewind import ABORTED, TASK_CANCELLED, cancel
 
 log = logging.getLogger("signoff.bridge")
@@ -133,9 +136,13 @@ class SignoffPlugin(BasePlugin):
         if event.error_code == ABORTED:
             await self._sealed(invocation_context, event)
             return None
-        if not event.long_running_tool_ids or event.partial:
+        if event.partial:
             return None
         session = invocation_context.session
+        if not event.long_running_tool_ids:
+            if (event.custom_metadata or {}).get(A2A_TASK) and event.get_function_responses():
+                await asyncio.to_thread(self._relayed_results, session.id, event)
+            return None
         calls = paused_calls(
             event, app=session.app_name, user=session.user_id, session=session.id, history=session.events
         )
@@ -152,7 +159,12 @@ class SignoffPlugin(BasePlugin):
                 outer,
             )
             return None
-        frontier = await asyncio.to_thread(self.signoff.open_frontier, calls)
+        known = await asyncio.to_thread(self._known, session.id, calls)
+        if len(known) == len(calls):  # the same pause again (ADK relays an A2A pause twice): stamp, not reopen
+            frontier = await asyncio.to_thread(self.signoff.reviews.frontier, known[0].frontier)
+        else:
+            fresh = [c for c in calls if c.log_confirmation_id not in {r.call.confirmation_id for r in known}]
+            frontier = await asyncio.to_thread(self.signoff.open_frontier, fresh)
         metadata = dict(event.custom_metadata or {})
         by_call = {adk_confirmation_id(r.call.confirmation_id, r.call.kind): r.id for r in frontier.reviews}
         metadata[METADATA_KEY] = {"frontier": frontier.id, "reviews": by_call, "state": "pending"}
@@ -163,6 +175,41 @@ class SignoffPlugin(BasePlugin):
         event.custom_metadata = metadata
         self._watch_task(invocation_context.invocation_id, frontier.id)
         return None
+
+    def _known(self, session_id: str, calls: Sequence[PausedCall]) -> list[Any]:
+        """The reviews already opened for these calls of this session (an indexed lookup each)."""
+        found = []
+        for call in calls:
+            review_id = self.signoff.lookup_review_id(session_id, call.log_confirmation_id)
+            if review_id is not None:
+                found.append(self.signoff.reviews.get(review_id))
+        return found
+
+    def _relayed_results(self, session_id: str, event: Event) -> None:
+        """A remote agent's tool result relayed over A2A: an approved call of a review here that ran
+        remotely is recorded as ``tool.executed`` (once), with the args it was approved with (the remote
+        runs the args it asked for, which are the ones signed; an edit is never sent: see
+        :func:`signoff.bridge._mapping.relayed_edit`)."""
+        for response in event.get_function_responses():
+            review_id = (
+                self.signoff.lookup_review_id(session_id, str(response.id), by="call_id") if response.id else None
+            )
+            if review_id is None:
+                continue
+            review = self.signoff.reviews.get(review_id)
+            if not relayed(review) or review.status != "approved" or not review.resumed:
+                continue
+            if review.executed or review.resume_failed or review.problem:
+                continue
+            try:
+                self.signoff.reviews.record_execution(
+                    review.id,
+                    actor=f"agent:{review.call.agent or 'adk'}",
+                    args=dict(review.final_args if review.final_args is not None else review.call.args),
+                    result=response.response,
+                )
+            except AuditError as exc:  # recorded meanwhile (the same result relayed again)
+                log.info("review %s: the remote result was not recorded again: %s", review.id, exc)
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         """The run ended on its own (paused, or finished): its pauses stand."""
@@ -215,6 +262,14 @@ class SignoffPlugin(BasePlugin):
         (:func:`signoff.bridge._answers.check_answers`); raises :class:`AnswerRefused` otherwise."""
         last = llm_request.contents[-1] if llm_request.contents else None
         responses = [p.function_response for p in (last.parts or []) if p.function_response] if last else []
+        if responses:  # only a person's (or a client's) answers: a long-running tool's own interim result is not one
+            from_user = {
+                fr.id
+                for ev in callback_context.session.events
+                if ev.author == "user"
+                for fr in ev.get_function_responses()
+            }
+            responses = [r for r in responses if r.id in from_user]
         if responses:
             await asyncio.to_thread(check_answers, self.signoff, callback_context.session.id, responses)
         return None

@@ -51,7 +51,7 @@ from signoff.bridge._calls import (
     resume_message,
 )
 from signoff.bridge._guard import resuming
-from signoff.bridge._mapping import RUNS, answer_for
+from signoff.bridge._mapping import RELAYED_EDIT, RUNS, answer_for, relayed_edit
 from signoff.bridge._rewind import RewindWatch, gone, record_gone, rewound_before
 
 log = logging.getLogger("signoff.bridge")
@@ -412,6 +412,9 @@ class Resumer:
             if how == "recovered" and not _ran_on(session.events, frontier, self.root_name):
                 return await self._drive(frontier, None, how="redriven")
             return None
+        refused = [r.id for r in todo if relayed_edit(r) and not r.resume_failed]
+        if refused:  # the remote would run the unedited args: it is told no, and the log says why
+            await asyncio.to_thread(self._fail_relayed, frontier.id, refused)
         answers = [(paused_call_of(r), answer_for(r)) for r in todo]
         if _answers_stored(session.events, first.invocation, answers):
             # The session holds this very answer, unconsumed: the run died after ADK stored it. Driven
@@ -474,6 +477,14 @@ class Resumer:
             return
         if entry is not None:
             log.warning("frontier %s: recorded run.resume_failed at seq %d: %s", frontier.id, entry.seq, why)
+
+    def _fail_relayed(self, frontier_id: str, reviews: list[str]) -> None:
+        try:
+            self.signoff.reviews.record_resume_failure(
+                frontier_id, actor=self.actor, reviews=reviews, reason=RELAYED_EDIT
+            )
+        except AuditError as exc:  # recorded by an earlier attempt of this send
+            log.info("frontier %s: run.resume_failed not recorded again: %s", frontier_id, exc)
 
     def _record_reply(self, frontier_id: str, text: str) -> None:
         """``run.replied``: what the agent said next, for the people who decided (once; best effort)."""

@@ -666,6 +666,50 @@ def test_dev_ui_shows_where_to_decide_and_that_nothing_was_consumed(fresh: Calla
     assert d.answers(sid) == [] and d.ran(sid) == []
 
 
+def test_a_rewound_run_is_recorded_by_signoff_resume_once_and_never_resumed(fresh: Callable[..., Deployment]) -> None:
+    """The report of issue 21, as it was tried: the pause approved, the run rewound past it (ADK's
+    ``Runner.rewind_async`` on the server's session database), then ``signoff resume --once`` in its own
+    process. It writes ``run.rewound``, not ``run.resumed``; prints no traceback; the tool never runs;
+    the review's decision is refused afterwards; ``audit verify`` passes."""
+    import asyncio
+
+    from google.adk.agents import LlmAgent
+    from google.adk.runners import Runner
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    d = fresh()
+    paused = d.pause()
+    d.reviews.approve(paused.review, reviewer=REVIEWER, signer=REVIEWER_KEY)
+
+    async def rewind() -> None:
+        # (adk api_server serves a sqlite:/// URI with its SqliteSessionService)
+        service = SqliteSessionService(db_path=d.sessions_uri.removeprefix("sqlite:///"))
+        runner = Runner(app_name=APP, agent=LlmAgent(name="teller"), session_service=service)
+        await runner.rewind_async(
+            user_id=USER, session_id=paused.session, rewind_before_invocation_id=paused.invocation
+        )
+        await service.close()
+
+    asyncio.run(rewind())
+    once = d.sidecar(once=True)
+    wait_until(lambda: not once.alive(), "signoff resume --once to end", timeout=TIMEOUT)
+    out = once.text()
+    assert "Traceback" not in out and "resumed 0 frontier(s)" in out, out
+    assert d.log_of(paused.session) == opened_and(
+        ("review.approved", REVIEWER), ("run.rewound", "agent:signoff-resumer-bank")
+    )
+    assert d.ran(paused.session) == []
+    assert "rewound" in d.reviews.get(paused.review).resume_failed
+    verified = subprocess.run(
+        [str(BIN / "audit"), "--store", d.store_url, "verify"],
+        capture_output=True,
+        text=True,
+        env=d.env,
+        timeout=TIMEOUT,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
 @pytest.fixture
 def pg_deployment(tmp_path: Path) -> Iterator[Deployment]:
     """Its own server and store on PostgreSQL: the sessions (``DatabaseSessionService``) and the Signoff

@@ -140,3 +140,29 @@ async def test_a_forged_answer_never_reaches_the_model(sqlite_url: str, tmp_path
     assert "acct-mallory" not in json.dumps([json.dumps(r) for r in _read_by_model(model)])
     assert signoff.reviews.get(review.id).executed
     signoff.close()
+
+
+def ask_with_ticket(question: str) -> dict[str, Any]:
+    """Ask the branch manager; returns a ticket now, the answer later."""
+    return {"status": "pending", "ticket": "T-1"}
+
+
+async def test_a_long_running_tool_s_own_interim_result_is_not_taken_for_an_answer(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """A ``LongRunningFunctionTool`` that returns a ticket: ADK gives that interim result to the model at
+    once. It is the tool's, not an answer to the review: the run goes on, and the person's signed
+    answer still reaches the model later, once."""
+    signoff = bridge.Signoff(sqlite_url)
+    model = ScriptedLlm(script=[[fc("ask_with_ticket", {"question": "May I waive the fee?"}, "c-ask")]])
+    h = Harness(
+        signoff, LlmAgent(name="teller", model=model, tools=[LongRunningFunctionTool(ask_with_ticket)]), tmp_path
+    )
+    await h.start()
+    [review] = signoff.reviews.pending()
+    assert _read_by_model(model) == [{"status": "pending", "ticket": "T-1"}]  # ADK's interim turn
+    signoff.reviews.approve(review.id, reviewer=REVIEWER, signer=REVIEWER_KEY, payload={"waive": True})
+    await h.resume()
+    assert _read_by_model(model) == [{"waive": True}]
+    assert signoff.reviews.get(review.id).executed
+    signoff.close()
