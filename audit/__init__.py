@@ -38,6 +38,7 @@ from signoff.audit.errors import (
     ReviewClosed,
     ReviewError,
     SchemaViolation,
+    SelfApproval,
     StaleRound,
     StoreError,
     UnknownFrontier,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AlreadyApproved",
+    "SelfApproval",
     "AlreadyResumed",
     "AuditError",
     "CallSpec",

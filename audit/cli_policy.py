@@ -76,6 +76,8 @@ def policy_body(args: argparse.Namespace) -> dict[str, Any]:
         body["private"] = [name for name in args.private.split(",") if name]
     if args.retain_values is not None:
         body["retain_values"] = args.retain_values
+    if args.self_approval:
+        body["self_approval"] = True
     return body
 
 
@@ -92,6 +94,7 @@ def describe(policy: PolicyDef) -> dict[str, Any]:
         "escalate": policy.escalate,
         "claim_seconds": policy.claim_seconds,
         "retired": policy.retired,
+        "self_approval": policy.self_approval,
     }
 
 
@@ -136,6 +139,8 @@ def cmd_list(args: argparse.Namespace) -> int:
                 lines.append(f"  vars {json.dumps(p.vars, ensure_ascii=False)}")
             if p.deadline_seconds is not None:
                 lines.append(f"  deadline {p.deadline_seconds:g} s")
+            if p.self_approval:
+                lines.append("  the person the agent acts for may approve their own call")
             if p.escalate is not None:
                 from signoff.audit.policies import escalation_summary
 
@@ -181,6 +186,12 @@ def register(sub: Any, admin_key: str | None) -> None:
         "--private", help="sealed logs: the args members kept beside the log, comma-separated (default: all)"
     )
     setter.add_argument("--retain-values", help="sealed logs: how long values are kept, e.g. 180d, 12h")
+    setter.add_argument(
+        "--self-approval",
+        action="store_true",
+        help="let the person on whose behalf the agent asked approve their own call "
+        "(by default they may only reject it)",
+    )
     setter.add_argument("--admin-key", default=admin_key, help="the admin's key file (env SIGNOFF_ADMIN_KEY)")
     add_json(setter)
 

@@ -144,6 +144,11 @@ class AlreadyApproved(NotAllowed):
     """This person approved the review's current round already (a quorum needs different people)."""
 
 
+class SelfApproval(NotAllowed):
+    """The person on whose behalf the agent asked for a call may not approve or edit it (rule 2a), unless
+    the log's policy for the tool (an admin's) says ``self_approval``."""
+
+
 class StaleRound(ExecutionMismatch):
     """A decision names a round the review has left (someone edited it since)."""
 

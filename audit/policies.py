@@ -42,7 +42,7 @@ from signoff.audit.errors import InvalidEntry
 MAX_APPROVALS = 10
 _FIELDS = {
     "policy", "tools", "review_when", "vars", "approvals", "role", "deadline_seconds", "escalate", "claim_seconds",
-    "retired", "private", "retain_values",
+    "retired", "private", "retain_values", "self_approval",
 }  # fmt: skip
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -65,6 +65,7 @@ class PolicyDef:
     digest: str = ""
     private: tuple[str, ...] | None = None
     retain_seconds: float | None = None
+    self_approval: bool = False
 
     def covers(self, tool: str) -> bool:
         return not self.retired and fnmatch.fnmatchcase(tool, self.tools)
@@ -108,6 +109,9 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
     escalate = body.get("escalate")
     if escalate is not None:
         _check_escalate(escalate, deadline)
+    self_approval = body.get("self_approval", False)
+    if not isinstance(self_approval, bool):
+        raise InvalidEntry(f"policy.self_approval: expected true or false, found {self_approval!r}")
     claim = body.get("claim_seconds", 900)
     if not isinstance(claim, int | float) or isinstance(claim, bool) or claim <= 0:
         raise InvalidEntry(f"policy.claim_seconds: expected a number > 0, found {claim!r}")
@@ -126,6 +130,7 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
         digest=policy_digest(body),
         private=_private(body.get("private")),
         retain_seconds=retain_seconds(body.get("retain_values")),
+        self_approval=self_approval,
     )
 
 

@@ -62,8 +62,9 @@ def effective(
     """The policy a review is opened under: the log's policy for the tool (an admin's) wins over the app's
     role and deadline; the app may only ask for more approvals, never fewer. On a sealed log the review
     also records which args members are private and how long its values are kept (``retain``)."""
-    if in_force is None:
-        return replace(given, private=None, retain_seconds=retain) if sealed else given
+    if in_force is None:  # (self_approval is only ever the log's: an admin-signed policy field)
+        plain = replace(given, self_approval=False)
+        return replace(plain, private=None, retain_seconds=retain) if sealed else plain
     return Policy(
         role=in_force.role if in_force.role is not None else given.role,
         deadline_seconds=in_force.deadline_seconds if in_force.deadline_seconds is not None else given.deadline_seconds,
@@ -75,6 +76,7 @@ def effective(
         claim_seconds=in_force.claim_seconds,
         private=in_force.private if sealed else None,
         retain_seconds=retain if sealed else None,
+        self_approval=in_force.self_approval,
     )
 
 

@@ -39,10 +39,14 @@ class CallSpec:
     tool_description: str = ""
     tool_schema: dict[str, Any] | None = None
     kind: str = "confirmation"
+    requested_by: str = ""  # the human: on whose behalf the agent acted (the app's mapping of the ADK user)
 
     def to_json(self) -> dict[str, Any]:
-        """The call as ``review.opened`` records it; objects and arrays are copies (``asdict`` costs 4x more)."""
+        """The call as ``review.opened`` records it; objects and arrays are copies (``asdict`` costs 4x more).
+        ``requested_by`` only when known (so a call without one is recorded as before)."""
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if not self.requested_by:
+            del data["requested_by"]
         for name, value in data.items():
             if isinstance(value, dict | list):
                 data[name] = copy.deepcopy(value)
@@ -70,10 +74,13 @@ class Policy:
     claim_seconds: float | None = None
     private: tuple[str, ...] | None = None  # sealed logs: the args members kept beside the log (None: all)
     retain_seconds: float | None = None  # sealed logs: how long its values are kept once it is done
+    self_approval: bool = False  # the log's policy (an admin's) lets the requester approve their own call
 
     def to_json(self) -> dict[str, Any]:
         """As ``review.opened`` records it: the two original fields always, the others when set."""
         out: dict[str, Any] = {"role": self.role, "deadline_seconds": self.deadline_seconds}
+        if self.self_approval:
+            out["self_approval"] = True
         if self.approvals != 1:
             out["approvals"] = self.approvals
         for key in ("name", "seq", "digest", "escalate", "claim_seconds", "retain_seconds"):
@@ -245,6 +252,8 @@ def state_from_row(row: Any) -> rules.ReviewState:
         round_payload=progress.get("payload"),
         escalated_role=data.get("escalated_role"),
         claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,
+        requested_by=call.get("requested_by") or None,
+        self_approval=policy.self_approval is True,
     )
 
 

@@ -24,7 +24,7 @@ from sqlmodel import col
 from signoff.audit import decision, rules, sealing, values
 from signoff.audit.canonical import check, digest
 from signoff.audit.decided import review_from_entries
-from signoff.audit.entry import Entry, check_actor, format_time
+from signoff.audit.entry import ACTOR, Entry, check_actor, format_time
 from signoff.audit.errors import (
     DuplicateReview,
     ExecutionMismatch,
@@ -150,6 +150,13 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             if call.payload is not None:
                 bounded(call.payload, f"$.calls[{index}].payload", MAX_PAYLOAD_BYTES)
             bounded_text(call.hint, f"$.calls[{index}].hint")
+            if call.requested_by and (
+                not call.requested_by.startswith("human:") or not ACTOR.match(call.requested_by)
+            ):
+                raise InvalidEntry(
+                    f"calls[{index}].requested_by: expected the human: actor the agent acts for, "
+                    f"found {call.requested_by!r}"
+                )
             for name, text in call.context.items():
                 bounded_text(text, f"$.calls[{index}].context.{name}")
             policy = per_call[index]

@@ -27,6 +27,7 @@ from signoff.audit.errors import (
     OtherAnswer,
     PatchFailed,
     ReviewClosed,
+    SelfApproval,
     StaleRound,
     UnknownReview,
 )
@@ -69,6 +70,8 @@ class ReviewState:
     round_payload: Any = None
     escalated_role: str | None = None
     claim: tuple[str, str] | None = None  # (reviewer, until)
+    requested_by: str | None = None  # on whose behalf the agent acted (a human:), when the app said
+    self_approval: bool = False  # the log's policy in force lets that person approve it anyway
 
     def roles_that_decide(self) -> tuple[str | None, ...]:
         """The review's role, and the role it was escalated to (either may decide)."""
@@ -154,6 +157,11 @@ def decide(
     """
     current = check_open(state, review_id)
     check_decider(actor, reviewer, current)
+    if kind != "review.rejected" and actor == current.requested_by and not current.self_approval:
+        raise SelfApproval(
+            f"review {review_id}: expected an approver other than the person who asked for the call, found "
+            f"{actor} approving their own request (they may reject it; a log policy with self_approval lets them)"
+        )
     check_deadline(current, at)
     quorum = current.approvals_needed > 1
     if quorum and kind != "review.rejected" and body.get("round") != current.round:

@@ -484,6 +484,8 @@ class Verifier(SealedChecks):
             deadline=body.get("deadline"),
             schema=call.get("tool_schema"),
             approvals_needed=int(policy.get("approvals", 1)),
+            requested_by=call.get("requested_by") or None,
+            self_approval=policy.get("self_approval") is True,
         )
         fixed = (
             call.get("agent"), call.get("app"), call.get("session"), call.get("confirmation_id"), call.get("call_id"),
@@ -519,6 +521,8 @@ class Verifier(SealedChecks):
         if in_force is None:
             if policy.get("name") is not None:
                 raise VerificationFailed(seq, "review policy", "no log policy (none is in force)", str(policy))
+            if policy.get("self_approval", False) is not False:  # only an admin's policy may allow it
+                raise VerificationFailed(seq, "review policy", "no self_approval without a log policy", str(policy))
             return
         found = (policy.get("name"), policy.get("seq"), policy.get("digest"))
         if found != (in_force.name, in_force.seq, in_force.digest):
@@ -533,6 +537,7 @@ class Verifier(SealedChecks):
                 ("deadline_seconds", in_force.deadline_seconds is None
                  or policy.get("deadline_seconds") == in_force.deadline_seconds),
                 ("escalate", policy.get("escalate") == in_force.escalate),
+                ("self_approval", (policy.get("self_approval", False) is True) == in_force.self_approval),
                 ("private", not self.ring.rules.sealed_values
                  or policy.get("private") == (list(in_force.private) if in_force.private is not None else None)),
                 ("retain_seconds", not self.ring.rules.sealed_values

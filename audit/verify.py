@@ -345,6 +345,8 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
             executed=executed,
             approvals_needed=int(data.get("policy", {}).get("approvals", 1)),
             failed=decided and not executed and bool(row.frontier) and _named_failed(row.frontier, review_id),
+            requested_by=data["call"].get("requested_by") or None,
+            self_approval=data.get("policy", {}).get("self_approval") is True,
         )
         fixed = (
             row.agent, row.app, row.session, row.confirmation_id, row.call_id, row.opened_seq, row.opened_at,

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +65,7 @@ class Signoff:
         default: bool = True,
         app: str | None = None,
         desk_url: str | None = None,
+        requester: Callable[[str], str] | None = None,
     ) -> None:
         """Open the log named by ``store`` (create it first with ``audit init``, away from the agent).
 
@@ -81,6 +82,11 @@ class Signoff:
         ``https://desk.example.org``. Each pause event then carries a link to its reviews
         (``custom_metadata["signoff"]["links"]``, shown in ``adk web``'s event view), and a confirmation
         answered elsewhere while the review is pending is refused with the link.
+
+        ``requester`` maps the ADK ``user_id`` of a run to the person the agent acts for (``human:…``),
+        e.g. ``lambda user_id: "human:" + user_id``. Each review records it as ``requested_by``, and that
+        person may reject their own request but not approve or edit it (review rule 2a), unless the
+        log's policy for the tool, set by the admin, says ``self_approval``.
         """
         self.store = open_store(store, create=False) if isinstance(store, str) else store
         signer = read_private_key(service_key) if isinstance(service_key, str | Path) else service_key
@@ -93,6 +99,7 @@ class Signoff:
         self._claims: collections.OrderedDict[str, None] = collections.OrderedDict()  # frontiers claimed here
         self._claims_lock = threading.Lock()
         self.app = app
+        self.requester = requester
         self.desk_url = (desk_url or os.environ.get("SIGNOFF_DESK_URL") or "").rstrip("/") or None
         caller = sys._getframe(1).f_globals.get("__name__", "")
         self.package = str(caller).split(".", 1)[0]  # the app's package, for apply_reviewed_args
@@ -183,7 +190,17 @@ class Signoff:
             tool_description=(tool.description or "") if tool is not None else "",
             tool_schema=tool_schema(tool) if tool is not None else None,
             kind=call.kind,
+            requested_by=self._requester_of(call.user),
         )
+
+    def _requester_of(self, user_id: str) -> str:
+        """The ``human:`` the agent acts for, by the app's ``requester`` mapping ("" without one)."""
+        if self.requester is None:
+            return ""
+        found = self.requester(user_id)
+        if not isinstance(found, str) or not found.startswith("human:"):
+            raise ValueError(f"requester({user_id!r}): expected a human: actor, found {found!r}")
+        return found
 
     def open_frontier(self, calls: Sequence[PausedCall]) -> Frontier:
         """Open one review per call, in one transaction (one frontier for one pause)."""
