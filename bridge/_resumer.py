@@ -378,7 +378,7 @@ class Resumer:
         delay = STALE_RETRY_FIRST
         for attempt in range(1, STALE_RETRIES + 1):
             try:
-                return await self._send(frontier, how=how, session=session)
+                return await self._send(frontier, how=how, session=session, fresh=how == "sent" and attempt == 1)
             except StaleSessionError:
                 if attempt == STALE_RETRIES:
                     raise
@@ -388,7 +388,12 @@ class Resumer:
                 delay = min(delay * 2, 1.0)
         return None
 
-    async def _send(self, frontier: Frontier, *, how: str, session: Session | None = None) -> Resumed | None:
+    async def _send(
+        self, frontier: Frontier, *, how: str, session: Session | None = None, fresh: bool = False
+    ) -> Resumed | None:
+        """Send the frontier's answers (those the session has not consumed), or drive its run again.
+        ``fresh``: the first send of a claim made just now, so no answer in the session is this
+        worker's (an earlier attempt's answer, after a stale refusal, is; it is not sent twice)."""
         first = frontier.reviews[0].call
         if session is None:
             session = await self._session(frontier)
@@ -403,9 +408,9 @@ class Resumer:
             )
         ids = {r.id: adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
         answered = answered_ids(session.events, first.invocation, ids.values())
-        if how == "sent":
-            # A fresh claim: nobody sent this frontier's answers, so an answer already in the session was
-            # forged past the guard (ADK takes up the last answer to a call: ours, which the gate proves).
+        if fresh:
+            # A claim made just now: nobody sent this frontier's answers, so an answer already in the session
+            # was forged past the guard (ADK takes up the last answer to a call: ours, which the gate proves).
             answered = set()
         todo = [r for r in frontier.reviews if ids[r.id] not in answered]
         if not todo:
