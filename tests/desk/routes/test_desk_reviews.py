@@ -157,6 +157,9 @@ def test_a_question_reads_as_one_and_its_answer_is_signed(env: Env, client: Test
     )
     assert resp.status_code == 200
     assert env.svc.get(rev.id).answer_payload == {"account": "acct-9", "urgent": True}
+    lists = unescape(client.get("/queue/recent").text) + unescape(client.get("/decided").text)
+    queue = re.sub(r"<[^>]+>", "", lists)
+    assert "asks you: Which account?" in queue and "wants to adk_request_input" not in queue
 
 
 def test_post_without_csrf_is_refused_and_nothing_recorded(env: Env, client: TestClient) -> None:
