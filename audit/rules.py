@@ -3,6 +3,9 @@
 The review service calls these inside the transaction that writes each entry, against
 state read after the head lock; ``audit verify`` calls the very same functions while it
 streams the log. Plain data in, a new state or a specific :class:`ReviewError` out.
+
+Over ~400 lines on purpose: every rule of SPEC.md §7 in one place, so that the write path and the
+verifier cannot drift apart.
 """
 
 from __future__ import annotations

@@ -21,6 +21,13 @@ tell what happened to a claim this worker made:
 A tool that already has ``tool.executed`` (or a ``run.resume_failed``) on the log is not run again
 (see ``Signoff.before_tool``). Each frontier fails alone: an error on one is logged once, counted in
 ``signoff_resume_failures_total``, and skipped, and every other frontier keeps resuming.
+
+A run that went back or was cancelled before its pause was answered is recorded by
+:mod:`signoff.bridge._rewind` (looked for before each claim, and every ``rewind_every`` seconds).
+
+Over ~400 lines on purpose: one worker whose claim, send, recovery and take-over share its state (its
+claims, orphans, poisoned frontiers and slots), written out in the order they happen; the pure readers
+of a session's events are the functions at the end.
 """
 
 from __future__ import annotations

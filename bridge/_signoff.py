@@ -1,6 +1,10 @@
 """The ``Signoff`` facade: one store, one review service, the plugin, the resumer, in-process waits.
 
 Internal module, not public API; import from ``bridge``.
+
+Over ~400 lines on purpose: it is the one object an app holds, so each thing an app or its plugin asks
+of Signoff is a short method here that hands the work to the module that does it (``_gate``,
+``_guard``, ``_resumer``, ``_rewind``, ``_answers``).
 """
 
 from __future__ import annotations
