@@ -410,12 +410,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             bounded_text(via, "$.via", 200)
 
         def work(tx: Tx) -> Entry:
-            front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
-            if front is None:
-                raise UnknownFrontier(frontier_id)
-            on_log = read_frontier(
-                tx.rows, tx.log, frontier_id, pending=tx.appended, hint=(front.opened_seq, front.size)
-            )
+            front, on_log = _frontier_in(tx, frontier_id)
             resumed_seq = on_log.resumed.seq if on_log.resumed is not None else None
             gone = on_log.abandoned
             _compare_frontier(tx, front, on_log, resumed_seq if gone is None else gone.seq)
@@ -534,12 +529,7 @@ class ReviewService(ReviewQueries, ReviewPolicies):
         check_actor(actor)
 
         def work(tx: Tx) -> Entry:
-            front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
-            if front is None:
-                raise UnknownFrontier(frontier_id)
-            on_log = read_frontier(
-                tx.rows, tx.log, frontier_id, pending=tx.appended, hint=(front.opened_seq, front.size)
-            )
+            front, on_log = _frontier_in(tx, frontier_id)
             closed_seq = on_log.closed.seq if on_log.closed is not None else None
             _compare_frontier(tx, front, on_log, closed_seq)
             ids = [r.id for r in on_log.reviews]
@@ -648,6 +638,16 @@ def _compare_review(row: Any, state: rules.ReviewState) -> None:
     expected = (state.status, state.final_digest, state.executed)
     if found != expected:
         alarm("review row", f"review {row.id}: the row says (status, digest, executed) {found}, the log {expected}")
+
+
+def _frontier_in(tx: Tx, frontier_id: str) -> tuple[Any, FrontierOnLog]:
+    """The frontier's projection row (where its openings lie) and the frontier as its entries tell it,
+    in the transaction (this group commit's earlier entries included); raises ``UnknownFrontier``."""
+    front = tx.conn.execute(FRONTIER, {"id": frontier_id, "log": tx.log}).first()
+    if front is None:
+        raise UnknownFrontier(frontier_id)
+    on_log = read_frontier(tx.rows, tx.log, frontier_id, pending=tx.appended, hint=(front.opened_seq, front.size))
+    return front, on_log
 
 
 def _compare_frontier(tx: Tx, front: Any, on_log: FrontierOnLog, resumed_seq: int | None) -> None:

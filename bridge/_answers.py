@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-import orjson
 from google.genai import types
 
 from signoff.audit import ReviewService
 from signoff.audit.errors import AuditError
-from signoff.bridge._calls import KIND_INPUT, response_of
+from signoff.bridge._calls import KIND_INPUT, agent_actor, canonical_bytes, response_of
 from signoff.bridge._mapping import RUNS, answer_for
 
 log = logging.getLogger("signoff.bridge")
@@ -57,7 +56,7 @@ def check_answers(host: AnswerHost, session: str, responses: Sequence[types.Func
                 f"review {review.id} of {review.call.tool}() is still pending: this answer did not come from a "
                 "person, so the agent does not read it"
             )
-        if _canonical(response.response or {}) != _canonical(response_of(answer_for(review))):
+        if canonical_bytes(response.response or {}) != canonical_bytes(response_of(answer_for(review))):
             raise AnswerRefused(
                 f"review {review.id} of {review.call.tool}(): the answer in the session is not the one "
                 f"{review.decided_by or 'the reviewer'} signed, so the agent does not read it"
@@ -66,7 +65,7 @@ def check_answers(host: AnswerHost, session: str, responses: Sequence[types.Func
             try:
                 host.reviews.record_execution(
                     review.id,
-                    actor=f"agent:{review.call.agent or 'adk'}",  # (as bridge._gate.agent_actor)
+                    actor=agent_actor(review.call.agent),
                     args=dict(review.final_args if review.final_args is not None else review.call.args),
                     result=review.answer_payload,
                 )
@@ -74,7 +73,3 @@ def check_answers(host: AnswerHost, session: str, responses: Sequence[types.Func
             except AuditError as exc:  # recorded meanwhile (a re-drive): the answer was delivered once
                 log.info("review %s: answer delivered; not recorded again: %s", review.id, exc)
     return recorded
-
-
-def _canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+import orjson
 from google.adk.events.event import Event
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
@@ -151,6 +153,16 @@ def paused_calls(
         if not fc.id or fc.id not in ids:
             continue
         args = fc.args or {}
+        # what every paused call of this event shares
+        paused = partial(
+            PausedCall,
+            app=app,
+            user=user,
+            session=session,
+            invocation=event.invocation_id,
+            confirmation_id=fc.id,
+            agent=event.author or "",
+        )
         if fc.name == REQUEST_CONFIRMATION:
             original = args.get("originalFunctionCall")
             if not isinstance(original, dict):
@@ -162,18 +174,12 @@ def paused_calls(
             if task:  # relayed from a remote agent over A2A: the remote runs the call
                 context["a2a_task"] = str(task)
             out.append(
-                PausedCall(
-                    app=app,
-                    user=user,
-                    session=session,
-                    invocation=event.invocation_id,
-                    confirmation_id=fc.id,
+                paused(
                     call_id=call_id,
                     tool=str(original.get("name") or ""),
                     args=dict(original.get("args") or {}),
                     hint=str(confirmation.get("hint") or ""),
                     payload=confirmation.get("payload"),
-                    agent=event.author or "",
                     node_path=_node_path(event),
                     kind=KIND_CONFIRMATION,
                     context=context,
@@ -184,12 +190,7 @@ def paused_calls(
             if not isinstance(payload, dict) or "tool_name" not in payload:
                 continue
             out.append(
-                PausedCall(
-                    app=app,
-                    user=user,
-                    session=session,
-                    invocation=event.invocation_id,
-                    confirmation_id=fc.id,
+                paused(
                     # A tool node gets a fresh function_call_id on every run; its node path
                     # (inside the interrupt id) is what stays the same across the pause.
                     call_id=fc.id,
@@ -197,7 +198,6 @@ def paused_calls(
                     args=dict(payload.get("args") or {}),
                     hint=str(args.get("message") or ""),
                     payload=payload.get("confirmation_payload"),
-                    agent=event.author or "",
                     node_path=fc.id[len(WORKFLOW_CONFIRMATION_PREFIX) :],
                     kind=KIND_WORKFLOW_INPUT,
                     context=conversation_context(history, fc.id),
@@ -205,18 +205,12 @@ def paused_calls(
             )
         elif fc.name not in NOT_QUESTIONS:
             out.append(
-                PausedCall(
-                    app=app,
-                    user=user,
-                    session=session,
-                    invocation=event.invocation_id,
-                    confirmation_id=fc.id,
+                paused(
                     call_id=fc.id,
                     tool=str(fc.name or ""),
                     args=dict(args),
                     hint=str(args.get("message") or args.get("question") or ""),
                     payload=answer_template(args.get("response_schema")),
-                    agent=event.author or "",
                     node_path=_node_path(event),
                     kind=KIND_INPUT,
                     context=conversation_context(history, fc.id),
@@ -254,6 +248,16 @@ def answer_template(schema: Any) -> Any:
 def _node_path(event: Event) -> str:
     info = getattr(event, "node_info", None)
     return str(getattr(info, "path", "") or "")
+
+
+def agent_actor(agent: str) -> str:
+    """The log actor of an ADK agent (``agent:<name>``), for the entries written on its behalf."""
+    return f"agent:{agent or 'adk'}"
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """A function response as bytes that compare equal when the JSON values are (keys sorted)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def response_of(answer: ToolConfirmation | dict[str, Any]) -> dict[str, Any]:

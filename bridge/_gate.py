@@ -31,7 +31,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from signoff.audit import CallSpec, Review, ReviewService, Store
 from signoff.audit.decided import DecisionNotProven, TrustCache, prove_decision
 from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
-from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, PausedCall, binding_for
+from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, PausedCall, agent_actor, binding_for
 from signoff.bridge._guard import ConfirmationRefused
 from signoff.bridge._mapping import EDITED, RUNS, STOPS, edit_note, stop_result, to_tool_confirmation
 from signoff.bridge._plugin import SignoffPlugin
@@ -42,10 +42,6 @@ AUTO_PREFIX = "auto:"  # the confirmation id of an auto-approved call (it never 
 IN_FLIGHT_SECONDS = 600.0
 _WF_PREFIX = WORKFLOW_CONFIRMATION_PREFIX
 log = logging.getLogger("signoff.bridge")
-
-
-def agent_actor(agent: str) -> str:
-    return f"agent:{agent or 'adk'}"
 
 
 class DecisionPending(AuditError):

@@ -33,12 +33,13 @@ from signoff.bridge._calls import (
     WORKFLOW_CONFIRMATION_PREFIX,
     PausedCall,
     adk_confirmation_id,
+    agent_actor,
     log_confirmation_id,
     paused_calls,
 )
 from signoff.bridge._guard import RESUMING, ConfirmationRefused, GuardHost, client_resume, confirmation_answers
 from signoff.bridge._mapping import relayed
-from signoff.bridge._rewind import ABORTED, TASK_CANCELLED, cancel
+from signoff.bridge._rewind import ABORTED, TASK_CANCELLED, record_gone
 
 log = logging.getLogger("signoff.bridge")
 CANCELLER = "agent:signoff"  # who records a cancelled run's run.cancelled
@@ -204,7 +205,7 @@ class SignoffPlugin(BasePlugin):
             try:
                 self.signoff.reviews.record_execution(
                     review.id,
-                    actor=f"agent:{review.call.agent or 'adk'}",
+                    actor=agent_actor(review.call.agent),
                     args=dict(review.final_args if review.final_args is not None else review.call.args),
                     result=response.response,
                 )
@@ -231,7 +232,7 @@ class SignoffPlugin(BasePlugin):
             return
         for frontier_id in frontiers:  # (the loop is ending this task: a short write, in place)
             try:
-                cancel(self.signoff.reviews, frontier_id, TASK_CANCELLED, CANCELLER)
+                record_gone(self.signoff.reviews, frontier_id, ("run.cancelled", TASK_CANCELLED), CANCELLER)
             except Exception:  # noqa: BLE001 - a done-callback must not raise; the resumer's look retries
                 log.exception("frontier %s: its cancelled run's reviews could not be withdrawn", frontier_id)
 
@@ -255,7 +256,9 @@ class SignoffPlugin(BasePlugin):
             if frontier_id and frontier_id not in frontiers:
                 frontiers.append(frontier_id)
         for frontier_id in frontiers:
-            await asyncio.to_thread(cancel, self.signoff.reviews, frontier_id, reason, CANCELLER)
+            await asyncio.to_thread(
+                record_gone, self.signoff.reviews, frontier_id, ("run.cancelled", reason), CANCELLER
+            )
 
     async def before_model_callback(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> None:
         """The answers to questions under review that the model is about to read are the signed ones

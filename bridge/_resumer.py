@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import orjson
 from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.runners import Runner
@@ -53,6 +52,7 @@ from signoff.bridge._calls import (
     REQUEST_CONFIRMATION,
     adk_confirmation_id,
     answered_ids,
+    canonical_bytes,
     paused_call_of,
     response_of,
     resume_message,
@@ -235,7 +235,7 @@ class Resumer:
         found = gone(session.events, frontier) if session is not None else None
         if found is not None:  # the run went back before the pause, or was cancelled: nothing of it is sent
             self._orphans.pop(frontier.id, None)
-            await asyncio.to_thread(record_gone, self.signoff.reviews, frontier, found, self.actor)
+            await asyncio.to_thread(record_gone, self.signoff.reviews, frontier.id, found, self.actor)
             return None
         if session is None or not _paused_in(session.events, frontier):
             half = session is not None and _requested_in(session.events, frontier)
@@ -611,7 +611,7 @@ def _ran_on(events: list[Event], frontier: Frontier, root: str = "") -> bool:
 def _answers_stored(events: list[Event], invocation: str, answers: list[tuple[Any, Any]]) -> bool:
     """Whether the session already holds, after the pause, exactly these answers (the last answer to each
     call is the one ADK takes up): a resume whose message ADK stored before the run died."""
-    wanted = {call.confirmation_id: _canonical(response_of(answer)) for call, answer in answers}
+    wanted = {call.confirmation_id: canonical_bytes(response_of(answer)) for call, answer in answers}
     pause = max(
         (
             i
@@ -627,12 +627,8 @@ def _answers_stored(events: list[Event], invocation: str, answers: list[tuple[An
         if ev.author == "user":
             for fr in ev.get_function_responses():
                 if fr.id in wanted:
-                    last[str(fr.id)] = _canonical(fr.response)
+                    last[str(fr.id)] = canonical_bytes(fr.response)
     return last == wanted
-
-
-def _canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
 def _done_on_log(frontier: Frontier) -> bool:

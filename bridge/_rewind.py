@@ -73,28 +73,22 @@ def gone(events: list[Event], frontier: Frontier) -> tuple[str, str] | None:
     return ("run.cancelled", why) if why is not None else None
 
 
-def record_gone(reviews: ReviewService, frontier: Frontier, found: tuple[str, str], actor: str) -> bool:
-    """Record what :func:`gone` found; ``False`` when the log says it was resumed or recorded already."""
+def record_gone(reviews: ReviewService, frontier_id: str, found: tuple[str, str], actor: str) -> bool:
+    """Record what :func:`gone` found: ``("run.rewound", before)`` or ``("run.cancelled", reason)``;
+    ``False`` when the log says the frontier was resumed, rewound or cancelled already."""
     kind, detail = found
-    return (
-        record_rewind(reviews, frontier, detail, actor)
-        if kind == "run.rewound"
-        else cancel(reviews, frontier.id, detail, actor)
-    )
-
-
-def cancel(reviews: ReviewService, frontier_id: str, reason: str, actor: str) -> bool:
-    """``run.cancelled`` for a frontier whose run was cancelled; ``False`` when the log says it was resumed,
-    rewound or cancelled already."""
     try:
-        entry = reviews.record_cancel(frontier_id, actor=actor, reason=reason)
+        if kind == "run.rewound":
+            entry = reviews.record_rewind(frontier_id, actor=actor, before=detail)
+        else:
+            entry = reviews.record_cancel(frontier_id, actor=actor, reason=detail)
     except AlreadyResumed as exc:
-        log.info("frontier %s: its run was cancelled, but %s", frontier_id, exc)
+        log.info("frontier %s: its session shows %s, but %s", frontier_id, kind, exc)
         return False
     log.warning(
         "frontier %s: %s; %s withdrawn, nothing of it runs (seq %d)",
         frontier_id,
-        reason,
+        entry.body["reason"],
         ", ".join(entry.body["withdrawn"]) or "no review",
         entry.seq,
     )
@@ -125,23 +119,6 @@ def rewound_before(events: list[Event], frontier: Frontier) -> str | None:
         if target and first.get(target, len(events)) <= held[0]:
             return str(target)
     return invocation  # not live for a reason ADK may add later: named by its own invocation
-
-
-def record_rewind(reviews: ReviewService, frontier: Frontier, before: str, actor: str) -> bool:
-    """``run.rewound`` for ``frontier``; ``False`` when the log says it was resumed or rewound already."""
-    try:
-        entry = reviews.record_rewind(frontier.id, actor=actor, before=before)
-    except AlreadyResumed as exc:
-        log.info("frontier %s: rewound in its session, but %s", frontier.id, exc)
-        return False
-    log.warning(
-        "frontier %s: its run went back before invocation %s; %s withdrawn, nothing of it runs (seq %d)",
-        frontier.id,
-        before,
-        ", ".join(entry.body["withdrawn"]) or "no review",
-        entry.seq,
-    )
-    return True
 
 
 class RewindWatch:
@@ -198,7 +175,7 @@ class RewindWatch:
                 frontier = await asyncio.to_thread(self.reviews.frontier, frontier_id)
                 found = gone(session.events, frontier)
                 if found is not None and await asyncio.to_thread(
-                    record_gone, self.reviews, frontier, found, self.actor
+                    record_gone, self.reviews, frontier.id, found, self.actor
                 ):
                     recorded.append(frontier_id)
             except AuditError as exc:

@@ -30,8 +30,8 @@ from signoff.audit import CallSpec, Frontier, Review, ReviewService, Signer, Sto
 from signoff.audit.decided import TrustCache
 from signoff.audit.errors import PatchFailed, ReviewClosed, UnknownReview
 from signoff.audit.keys import read_private_key
-from signoff.bridge._calls import KIND_INPUT, KIND_WORKFLOW_INPUT, PausedCall
-from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, agent_actor, plugin_of
+from signoff.bridge._calls import KIND_INPUT, KIND_WORKFLOW_INPUT, PausedCall, agent_actor
+from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, plugin_of
 from signoff.bridge._guard import resuming
 from signoff.bridge._mapping import to_tool_confirmation
 from signoff.bridge._plugin import SignoffPlugin
