@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlmodel import col
 
-from signoff.audit import decision, rules, sealing, values
+from signoff.audit import decision, resume_leases, rules, sealing, values
 from signoff.audit.canonical import check, digest
 from signoff.audit.decided import review_from_entries
 from signoff.audit.entry import ACTOR, Entry, check_actor, format_time
@@ -38,6 +38,7 @@ from signoff.audit.errors import (
 from signoff.audit.keys import Signer
 from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
 from signoff.audit.log_state import FrontierOnLog, alarm, read_frontier, read_review_in
+from signoff.audit.review_leases import ReviewLeases
 from signoff.audit.review_policies import ReviewPolicies, check_policies
 from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, ReviewQueries
 from signoff.audit.review_sealing import Sealer
@@ -77,7 +78,7 @@ _INSERT_FRONTIER_SQL = "INSERT INTO signoff_frontier (id, log, opened_seq, size,
 _REQUIRED_CALL_FIELDS = ("app", "user", "session", "invocation", "confirmation_id", "call_id", "tool")
 
 
-class ReviewService(ReviewQueries, ReviewPolicies):
+class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
     """Review operations over a :class:`Store`. Thread-safe; one instance per process is enough."""
 
     def __init__(self, store: Store, *, signer: Signer | None = None) -> None:
@@ -398,13 +399,17 @@ class ReviewService(ReviewQueries, ReviewPolicies):
 
     # -- after the decision ------------------------------------------------------------
 
-    def claim_resume(self, frontier_id: str, *, actor: str, via: str | None = None) -> Entry:
+    def claim_resume(
+        self, frontier_id: str, *, actor: str, via: str | None = None, lease: tuple[str, float] | None = None
+    ) -> Entry:
         """Append ``run.resumed`` for a fully decided frontier, at most once (rule 5).
 
         Decided from the log, in the transaction: the frontier's ``review.opened`` entries, each review's
         decisions and the frontier's own entries (:func:`signoff.audit.log_state.read_frontier`). The
         projection rows only say where to look; a row that disagrees is an alarm, never the answer.
-        ``via`` says who sends the answers, as far as the caller can tell (``resumer``, ``client:<user>``)."""
+        ``via`` says who sends the answers, as far as the caller can tell (``resumer``, ``client:<user>``).
+        ``lease``: ``(holder, seconds)``, the sender's resume lease, written in the same transaction
+        (:mod:`signoff.audit.resume_leases`)."""
         check_actor(actor)
         if via is not None:
             bounded_text(via, "$.via", 200)
@@ -429,6 +434,8 @@ class ReviewService(ReviewQueries, ReviewPolicies):
             tx.conn.execute(
                 update(FrontierRow).where(FrontierRow.id == frontier_id).values(resumed_seq=entry.seq)  # type: ignore[arg-type]
             )
+            if lease is not None:
+                resume_leases.hold(tx, frontier_id, lease[0], tx.now.timestamp() + lease[1])
             return entry
 
         return self.store.transact(work)

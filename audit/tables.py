@@ -135,3 +135,17 @@ class ValueRow(SQLModel, table=True):
     owner: str
     salt: str  # hex, 32 bytes
     value: str = Field(sa_column=Column(Text, nullable=False))  # RFC 8785 text
+
+
+class ResumeLeaseRow(SQLModel, table=True):
+    """Who is sending a claimed frontier now (:mod:`signoff.audit.resume_leases`), and until when it
+    promises to renew that. Not a projection of the log and not part of the record: a worker that
+    took over a frontier learns here that the claimant is alive. ``until`` is seconds since the epoch."""
+
+    __tablename__ = "signoff_resume_lease"
+    __table_args__ = (Index("ix_signoff_resume_lease_holder", "log", "holder"),)
+
+    log: str = Field(primary_key=True)
+    frontier: str = Field(primary_key=True)
+    holder: str
+    until: float

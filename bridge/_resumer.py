@@ -33,6 +33,7 @@ of a session's events are the functions at the end.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -58,6 +59,7 @@ from signoff.bridge._calls import (
     resume_message,
 )
 from signoff.bridge._guard import resuming
+from signoff.bridge._lease_keeper import LeaseKeeper
 from signoff.bridge._mapping import RELAYED_EDIT, RUNS, answer_for, relayed_edit
 from signoff.bridge._rewind import RewindWatch, gone, record_gone, rewound_before
 
@@ -124,7 +126,10 @@ class Resumer:
 
         ``takeover_after``: seconds after which a resumed frontier whose approved calls neither ran nor
         had their answer consumed (its claimant, a client or another worker, died on the way) is sent
-        again by this worker. Keep it longer than the slowest tool runs.
+        again by this worker, when its claimant held no resume lease. A worker's own claims carry one
+        (:class:`signoff.bridge._lease_keeper.LeaseKeeper`): they are taken over only once their holder
+        is gone (its process ended, on this machine, or it renewed nothing for ``LEASE_SECONDS``),
+        however long their tools run.
 
         ``rewind_every``: seconds between looks at the sessions of the open frontiers for a rewind
         (:class:`signoff.bridge._rewind.RewindWatch`); the first pass always looks.
@@ -145,6 +150,7 @@ class Resumer:
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self.takeover_after = takeover_after
         self._next_takeover = 0.0
+        self.leases = LeaseKeeper(signoff.reviews)
         self.root_name = str(getattr(runner.agent, "name", "") or "")
         self.rewinds = RewindWatch(signoff.reviews, runner.session_service, self.app_name, self.actor, rewind_every)
         signoff.ensure_plugin(runner)
@@ -258,9 +264,12 @@ class Resumer:
         self._orphans.pop(frontier.id, None)
         self._step("before_claim", frontier.id)
         try:
-            await asyncio.to_thread(self.signoff.reviews.claim_resume, frontier.id, actor=self.actor, via="resumer")
+            await asyncio.to_thread(
+                self.signoff.reviews.claim_resume, frontier.id, actor=self.actor, via="resumer", lease=self.leases.lease
+            )
         except (AlreadyResumed, FrontierNotReady):
             return None  # another worker got there first
+        self.leases.held(frontier.id)
         self.signoff.note_claim(frontier.id)
         self._step("after_claim", frontier.id)
         return session
@@ -276,6 +285,7 @@ class Resumer:
             return None
         finally:
             self._slots.release()
+            await asyncio.to_thread(self.leases.release, frontier.id)
         self._step("after_send", frontier.id)
         return result
 
@@ -312,6 +322,7 @@ class Resumer:
                 await asyncio.to_thread(svc.wait_for_change, size, wait)
         finally:
             waker.cancel()
+            self.leases.stop()
 
     async def take_over_stalled(self) -> list[Resumed]:
         """Send again the frontiers of this app that were resumed ``takeover_after`` seconds ago or more
@@ -341,8 +352,11 @@ class Resumer:
             if before is not None:
                 await self._record_failure(frontier, f"rewound: the run went back before invocation {before}")
                 continue
+            if not await self._take(frontier.id, self.takeover_after, "take over"):
+                continue
             log.warning(
-                "frontier %s: resumed by %s at %s, but its approved call has not run; sending it again",
+                "frontier %s: resumed by %s at %s, but its approved call has not run and its sender is gone; "
+                "sending it again",
                 frontier.id,
                 item.claim.actor,
                 item.claim.at,
@@ -354,9 +368,31 @@ class Resumer:
                 self._report(frontier.id, "take over", exc)
                 await self._record_failure(frontier, exc)
                 continue
+            finally:
+                await asyncio.to_thread(self.leases.release, frontier.id)
             if result is not None:
                 done.append(result)
         return done
+
+    async def _take(self, frontier_id: str, older_than: float, step: str) -> bool:
+        """Whether this worker now holds the send of claimed ``frontier_id``: refused while its claimant's
+        lease is held by a live party (``ReviewService.take_over``), so that no call runs twice. A
+        recovery also drives again a run whose calls ran but which never reached its reply."""
+        why = await asyncio.to_thread(
+            functools.partial(
+                self.signoff.reviews.take_over,
+                frontier_id,
+                holder=self.leases.holder,
+                seconds=self.leases.seconds,
+                older_than=older_than,
+                until_replied=step == "recover",
+            )
+        )
+        if why is not None:
+            log.info("frontier %s: not sent again here (%s): %s", frontier_id, step, why)
+            return False
+        self.leases.held(frontier_id)
+        return True
 
     def _next_wake(self) -> tuple[float, float]:
         """Seconds to wait for a change at most, and when (monotonic) the next deadline or escalation falls due."""
@@ -520,8 +556,13 @@ class Resumer:
                 frontier = await asyncio.to_thread(svc.frontier, frontier_id)
                 if not frontier.reviews or frontier.reviews[0].call.app != self.app_name or _done_on_log(frontier):
                     continue
+                if not await self._take(frontier_id, 0.0, "recover"):
+                    continue  # its sender lives on (or another worker took it over): the takeover looks again
                 self.signoff.note_claim(frontier.id)
-                result = await self._send_retrying(frontier, how="recovered")
+                try:
+                    result = await self._send_retrying(frontier, how="recovered")
+                finally:
+                    await asyncio.to_thread(self.leases.release, frontier_id)
             except Exception as exc:  # noqa: BLE001 - one frontier fails alone
                 self._report(frontier_id, "recover", exc, poisoned=True)
                 continue

@@ -254,8 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--takeover-after",
         type=float,
         default=600.0,
-        help="seconds after which a resumed call that neither ran nor had its answer consumed is sent again "
-        "(its claimant died); keep it longer than your slowest tool",
+        help="seconds after which a call claimed without a resume lease (by a client, through the guard) that "
+        "neither ran nor had its answer consumed is sent again; keep it longer than your slowest tool (a "
+        "resumer's own claims are taken over once it is gone, however long their tools run)",
     )
     resume.add_argument(
         "--metrics-port", type=int, help="serve Prometheus metrics (signoff_resume_failures_total, …) on this port"

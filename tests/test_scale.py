@@ -10,6 +10,7 @@ and the surviving desk's live queue (SSE) carried the decisions made through the
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ def test_two_desks_two_resumers_with_failover(pg_server: str, tmp_path: Path) ->
         found = phase.run()
     finally:
         phase.close()
+    print(json.dumps(found, indent=1), file=sys.stderr)  # shown in full when an assertion below fails
     assert found["failover_at_s"] is not None, "the failover never happened"
     assert found["opened"] == found["frontiers"] == REVIEWS
     assert found["frontiers_resumed_exactly_once"] == REVIEWS, found

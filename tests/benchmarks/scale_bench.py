@@ -413,6 +413,25 @@ class Phase:
             and seconds_of(executed[review_of[session]].at) > self.killed_at
         }
         again = [session for session, pids in earlier.items() if len(pids) > 1]
+        # What a reader needs to judge a call that ran again without a kill to explain it: who ran it (pid,
+        # and whether it was killed here), and the log's entries for its review and frontier (actor, time
+        # relative to the kill).
+        unexplained = {}
+        for session in again:
+            if session in after_kill:
+                continue
+            rid = review_of.get(session)
+            frontier = opened[rid].body.get("frontier") if rid in opened else None
+            unexplained[session] = {
+                "pids": earlier[session],
+                "killed": [pid in self.killed_pids for pid in earlier[session]],
+                "entries": [
+                    (e.seq, e.kind, e.actor, round(seconds_of(e.at) - self.killed_at, 3))
+                    for e in entries
+                    if rid is not None
+                    and (e.body.get("review") == rid or (frontier and e.body.get("frontier") == frontier))
+                ],
+            }
         booked = (
             Counter(json.loads(line)["session"] for line in self.ledger.read_text().splitlines() if line.strip())
             if self.ledger.exists()
@@ -437,7 +456,8 @@ class Phase:
             "reviews_with_one_tool_executed": sum(1 for rid in opened if executions.get(rid) == 1),
             "tools_ran_exactly_once": sum(1 for n in per_session.values() if n == 1),
             "tools_run_again_after_a_kill": len(after_kill),
-            "tools_run_again_otherwise": sum(1 for session in again if session not in after_kill),
+            "tools_run_again_otherwise": len(unexplained),
+            "tools_run_again_otherwise_detail": unexplained,
             "tool_attempts": len(runs),
             "tools_never_ran": len(opened) - len(per_session),
             "transfers_booked_once": sum(1 for n in booked.values() if n == 1),

@@ -605,6 +605,38 @@ def test_a_second_sidecar_does_not_run_a_call_the_first_is_running(
         first.kill9()
 
 
+def test_a_live_sidecar_slower_than_takeover_after_is_not_taken_over(
+    fresh: Callable[..., Deployment], tmp_path: Path
+) -> None:
+    """Sidecar A claims and holds the message past ``--takeover-after`` (stalled after its claim, before
+    ADK stores it: a sender slower than the setting). Sidecar B, with its own actor and
+    ``--takeover-after 1``, leaves it alone while A lives, because A holds the frontier's resume lease.
+    Once A is killed, B takes it over at once (A's process is gone from this machine), and the tool runs
+    once, in B, with the signed args, under A's one claim."""
+    marker = tmp_path / "claimed"
+    d = fresh()
+    first = d.sidecar(actor="agent:sidecar-a", env={STALL_MESSAGE_ENV: str(marker)})
+    paused = d.pause()
+    d.reviews.approve(paused.review, reviewer=REVIEWER, signer=REVIEWER_KEY)
+    wait_until(marker.exists, "sidecar A to claim and hold the message")
+    second = d.sidecar(actor="agent:sidecar-b", takeover_after=1, extra=("--verbose",))
+    refused = "not sent again here (take over): held by"
+    wait_until(lambda: refused in second.text() or d.ran(paused.session), "sidecar B to look at the claim")
+    time.sleep(3.0)  # several more looks, each 1 s or more after the claim
+    assert d.ran(paused.session) == [] and not d.executed(paused.review), "B ran a call A still holds"
+    first.kill9()
+    killed = time.monotonic()
+    wait_until(lambda: d.executed(paused.review), "sidecar B to take the call over", timeout=15)
+    took = time.monotonic() - killed
+    [ran] = d.ran(paused.session)
+    assert (ran["args"], ran["pid"]) == (ASKED, second.proc.pid)
+    assert [e.actor for e in d.store.entries(kind="run.resumed") if e.body["session"] == paused.session] == [
+        "agent:sidecar-a"
+    ]
+    assert took < 10, f"taken over {took:.1f} s after the kill: it waited for the lease to lapse"
+    second.stop()
+
+
 def _quietly(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call ``fn``; a transport error (the server was killed under it) is an outcome, not a failure."""
     with contextlib.suppress(httpx.TransportError):
