@@ -24,7 +24,7 @@ from signoff.desk.deps import NeedSignIn
 from signoff.desk.errors import classify, problem
 from signoff.desk.guard import DEFAULT_MAX_BODY, Guard
 from signoff.desk.metrics import Metrics
-from signoff.desk.routes import api, decided, log, ops, reviews, signin, tlog
+from signoff.desk.routes import api, decided, log, ops, reviews, signin, slack, tlog
 from signoff.desk.scope import ToolRoles
 from signoff.desk.sse import Broker
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
@@ -162,6 +162,7 @@ def create_app(
     app.include_router(reviews.router)
     app.include_router(decided.router)
     app.include_router(log.router)
+    app.include_router(slack.router)
     if serve_tlog:
         app.include_router(tlog.router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")

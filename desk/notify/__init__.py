@@ -9,7 +9,12 @@ Events, derived from log entries (each with an id stable across restarts, ``<log
 ``review.decided``         approved, edited or rejected, by whom (``outcome``, ``actor``)
 ``review.expired``         the deadline passed without a decision
 ``review.withdrawn``       the run was cancelled or abandoned
+``review.ran``             the approved call ran (``tool.executed``)
+``review.refused``         the approved call will not run (``run.resume_failed``, with why)
 =========================  ==================================================================
+
+``review.ran`` and ``review.refused`` go to an endpoint only when it lists them (``--event ran``),
+and to every Slack app endpoint, so that a receiver made before them sees nothing new.
 
 Endpoints live in the store's database (``desk notify add webhook|slack|email``); each may keep
 only some tools (globs), roles and event names. A notifier runs as ``desk notify serve`` or inside
@@ -55,6 +60,11 @@ A Slack incoming webhook gets Block Kit: the summary, the review's details and a
 button (text from the agent is escaped, so it can make no link or mention). E-mail goes over SMTP
 (no TLS, STARTTLS or implicit TLS; user and password from the config or an environment variable)
 as plain text with the link; its ``Message-ID`` is fixed per event and endpoint.
+
+A Slack app endpoint (``desk notify add slack-app``) posts each review with the bot token
+(``chat.postMessage``: the channel, and a direct message to each reviewer who may decide it,
+found with ``users.lookupByEmail``), one thread per frontier, and redraws each message from the
+log as the review goes (``chat.update``); see :mod:`signoff.desk.notify._slack_app`.
 '''
 
 from signoff.desk.notify._endpoints import Endpoint, Endpoints

@@ -240,4 +240,8 @@ def send(
         return send_webhook(endpoint, payload, client, timeout, attempt)
     if endpoint.kind == "slack":
         return send_slack(endpoint, payload, client, timeout)
+    if endpoint.kind == "slack-app":  # a review's messages go through SlackApp; this is `desk notify test`
+        from signoff.desk.notify._slack_app import post_test
+
+        return post_test(endpoint, payload, client, timeout)
     return send_email(endpoint, payload, timeout)

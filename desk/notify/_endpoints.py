@@ -18,10 +18,10 @@ from sqlmodel import col
 
 from signoff.audit.entry import format_time
 from signoff.desk.notify._errors import ConfigError
-from signoff.desk.notify._events import EVENT_NAMES, Event
+from signoff.desk.notify._events import AFTER_EVENTS, EVENT_NAMES, Event
 from signoff.desk.notify._tables import Engines, NotifyCursor, NotifyEndpoint, NotifyJob
 
-KINDS = ("webhook", "slack", "email")
+KINDS = ("webhook", "slack", "slack-app", "email")
 TLS_MODES = ("none", "starttls", "tls")
 DEFAULT_PORTS = {"none": 25, "starttls": 587, "tls": 465}
 DEFAULT_LEAD = 600.0
@@ -49,6 +49,8 @@ class Endpoint:
         if not self.enabled:
             return False
         if self.events and event.name not in self.events:
+            return False
+        if not self.events and event.name in AFTER_EVENTS and self.kind != "slack-app":
             return False
         if self.tools and not any(fnmatch.fnmatchcase(event.tool, glob) for glob in self.tools):
             return False
@@ -114,6 +116,14 @@ def check(endpoint: Endpoint) -> Endpoint:
             s.pop("url", None)
         else:
             s["url"] = _url(s.get("url"), f"{endpoint.kind} url")
+    if endpoint.kind == "slack-app":
+        if not s.get("bot_token_env"):
+            raise ConfigError("slack-app: expected --bot-token-env (the variable with the xoxb- bot token), found none")
+        if not s.get("channel") and not s.get("dm", True):
+            raise ConfigError("slack-app: expected a --channel, direct messages, or both; found neither")
+        if s.get("api_url"):
+            s["api_url"] = _url(s["api_url"], "slack-app api_url")
+        s["dm"] = bool(s.get("dm", True))
     if endpoint.kind == "webhook" and not (s.get("secret") or s.get("secret_env")):
         raise ConfigError("webhook: expected a secret (or the name of an environment variable holding it), found none")
     if endpoint.kind == "email":

@@ -25,7 +25,11 @@ from signoff.audit.entry import Entry, parse_time
 from signoff.audit.sealing import Lookup
 
 # The event types, by their short names (the CLI's ``--event``) and as sent (``review.<name>``).
-EVENT_NAMES = ("opened", "deadline_near", "escalated", "decided", "expired", "withdrawn")
+EVENT_NAMES = ("opened", "deadline_near", "escalated", "decided", "expired", "withdrawn", "ran", "refused")
+# What happened after the decision: the tool ran (``tool.executed``), or the call never will
+# (``run.resume_failed``). A Slack app endpoint takes them to update its messages; another endpoint
+# only when it lists them (``--event ran``), so that receivers made before them see nothing new.
+AFTER_EVENTS = frozenset({"ran", "refused"})
 DECIDED = {"review.approved": "approved", "review.edited": "edited", "review.rejected": "rejected"}
 
 SUMMARY_ARGS = 4  # key arguments shown in a summary
@@ -45,6 +49,7 @@ class ReviewFacts:
     role: str | None = None
     deadline: str | None = None
     problem: str = ""  # sealed log: its values do not check, and none is sent
+    frontier: str = ""
 
 
 WITHHELD = "values withheld: they do not match the log"
@@ -94,6 +99,7 @@ def facts_of_opened(body: dict[str, Any], values: Lookup | None = None) -> Revie
             args, problem = {}, str(exc)
     return ReviewFacts(
         tool=str(call.get("tool") or ""),
+        frontier=str(body.get("frontier") or ""),
         agent=str(call.get("agent") or ""),
         app=str(call.get("app") or ""),
         session=str(call.get("session") or ""),
@@ -115,6 +121,27 @@ def events_of(
     ``closes(review, seq)`` says it completed the quorum; the approvals before it yield nothing.
     ``values``: the values beside a sealed log (:func:`facts_of_opened`)."""
     body = entry.body if isinstance(entry.body, dict) else {}
+    if entry.kind == "run.resume_failed":  # names several reviews: one event each
+        refused: list[Event] = []
+        for named in body.get("reviews") or []:
+            if not isinstance(named, str):
+                continue
+            facts = lookup(named) or ReviewFacts()
+            refused.append(
+                Event(
+                    f"{event_id(entry.log, entry.seq, 'review.refused')}-{named}",
+                    "review.refused",
+                    entry.log,
+                    entry.seq,
+                    entry.at,
+                    named,
+                    facts,
+                    entry.actor,
+                    reason=_text(body.get("reason")),
+                    role=facts.role,
+                )
+            )
+        return refused
     review = body.get("review")
     if not isinstance(review, str):
         return []
@@ -139,7 +166,7 @@ def events_of(
         if facts.deadline is not None:
             found.append(make("review.deadline_near", facts))
         return found
-    if entry.kind not in (*DECIDED, "review.expired", "review.withdrawn", "review.escalated"):
+    if entry.kind not in (*DECIDED, "review.expired", "review.withdrawn", "review.escalated", "tool.executed"):
         return []
     facts = lookup(review) or ReviewFacts()
     reason = _text(body.get("reason"))
@@ -155,6 +182,8 @@ def events_of(
                 rationale=_text(body.get("rationale")),
             )
         ]
+    if entry.kind == "tool.executed":
+        return [make("review.ran", facts)]
     if entry.kind == "review.escalated":
         role = body.get("role")
         return [make("review.escalated", facts, reason=reason, role=role if isinstance(role, str) else facts.role)]
@@ -231,6 +260,11 @@ def summary(event: Event, *, redact: bool = False, lead: float | None = None) ->
         return f"{(event.outcome or 'decided').capitalize()} by {clean(event.actor, 120)}: {call}{because}"
     if event.type == "review.expired":
         return f"Expired without a decision: {call}"
+    if event.type == "review.ran":
+        return f"Ran: {call}"
+    if event.type == "review.refused":
+        because = f": {clean(event.reason)}" if event.reason else ""
+        return f"Will not run: {call}{because}"
     because = f": {clean(event.reason)}" if event.reason else ""
     return f"Withdrawn: {call}{because}"
 

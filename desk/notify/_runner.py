@@ -51,6 +51,7 @@ from signoff.desk.db import engine_url
 from signoff.desk.notify import _channels
 from signoff.desk.notify._endpoints import Endpoint, ensure_cursor, from_row, load
 from signoff.desk.notify._events import Event, ReviewFacts, events_of, payload
+from signoff.desk.notify._slack_app import SlackApp
 from signoff.desk.notify._tables import Engines, NotifyCursor
 
 log = logging.getLogger("signoff.notify")
@@ -281,6 +282,7 @@ class Notifier:
             follow_redirects=False,
             limits=httpx.Limits(max_connections=self.options.workers * 2),
         )
+        self._slack = SlackApp(self.engines, self.log_id, self.svc, self._client, self.options.desk_url)
         self.counts: Counter[str] = Counter()  # outcomes since start, for tests and the CLI
 
     # -- running ----------------------------------------------------------------------------
@@ -411,8 +413,12 @@ class Notifier:
         deadline = format_time(found.deadline) if found.deadline is not None else None
         if found.sealed and found.problem:
             role = found.policy.role
-            return ReviewFacts(call.tool, call.agent, call.app, call.session, {}, role, deadline, found.problem)
-        return ReviewFacts(call.tool, call.agent, call.app, call.session, call.args, found.policy.role, deadline)
+            return ReviewFacts(
+                call.tool, call.agent, call.app, call.session, {}, role, deadline, found.problem, found.frontier
+            )
+        return ReviewFacts(
+            call.tool, call.agent, call.app, call.session, call.args, found.policy.role, deadline, "", found.frontier
+        )
 
     def _values(self, entries: list[Entry]) -> Lookup | None:
         """On a sealed log, the values of the reviews the batch opens (their args), read once."""
@@ -590,7 +596,12 @@ class Notifier:
                 self._results.put(Result(job, "skipped", 0, at, 0.0, error="decided before its deadline drew near"))
                 return
             attempt = job.attempts + 1
-            outcome = _channels.send(endpoint, job.payload, self._client, timeout=self.options.timeout, attempt=attempt)
+            if endpoint.kind == "slack-app":
+                outcome = self._slack.deliver(endpoint, job.event, job.review, timeout=self.options.timeout)
+            else:
+                outcome = _channels.send(
+                    endpoint, job.payload, self._client, timeout=self.options.timeout, attempt=attempt
+                )
             if outcome.delivered:
                 state = "delivered"
             elif outcome.retry and attempt < self.options.max_attempts:

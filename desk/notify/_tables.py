@@ -90,7 +90,25 @@ class NotifyAttempt(SQLModel, table=True):
     error: str = ""
 
 
-TABLES = [NotifyEndpoint, NotifyCursor, NotifyJob, NotifyAttempt]
+class NotifySlackMessage(SQLModel, table=True):
+    """A message a Slack app endpoint posted for a review (``chat.postMessage``): where it is, so that
+    later events update it in place (``chat.update``), and the thread of its frontier."""
+
+    __tablename__ = "notify_slack_message"
+    __table_args__ = (Index("ix_notify_slack_thread", "log", "endpoint", "frontier", "channel"),)
+
+    log: str = Field(primary_key=True)
+    endpoint: str = Field(primary_key=True)
+    review: str = Field(primary_key=True)
+    channel: str = Field(primary_key=True)  # as Slack answered it (a DM's channel id, not the user id)
+    target: str  # what it was posted to: the configured channel, or the reviewer (human:…)
+    frontier: str
+    ts: str  # Slack's message id in the channel
+    thread_ts: str = ""  # the frontier's first message, when this one is a reply to it
+
+
+TABLES = [NotifyEndpoint, NotifyCursor, NotifyJob, NotifyAttempt, NotifySlackMessage]
+
 
 
 def _sqlite_engine(url: str, *, write: bool) -> Engine:

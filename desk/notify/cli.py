@@ -97,6 +97,25 @@ def add_parser(sub: Any, default_store: str, summary: str, exit_codes: str) -> N
     url = slack.add_mutually_exclusive_group(required=True)
     url.add_argument("--url", help="the incoming webhook's URL (stored; it is a secret)")
     url.add_argument("--url-env", metavar="VAR", help="read the URL from this environment variable")
+    app = add_verb(
+        kinds,
+        "slack-app",
+        "a Slack app: a message per review (channel and direct messages), updated in place as it goes",
+        "desk notify add slack-app reviews --bot-token-env SLACK_BOT_TOKEN "
+        "--signing-secret-env SLACK_SIGNING_SECRET --channel C0123456789",
+    )
+    _filters(app)
+    app.add_argument("--bot-token-env", metavar="VAR", required=True, help="the variable with the xoxb- bot token")
+    app.add_argument(
+        "--signing-secret-env",
+        metavar="VAR",
+        help="the variable with the app's signing secret: the desk checks requests from Slack with it",
+    )
+    app.add_argument("--channel", help="post every review here too (a channel id; the app must be in it)")
+    app.add_argument(
+        "--no-dm", dest="dm", action="store_false", help="no direct messages to the reviewers who may decide"
+    )
+    app.add_argument("--api-url", help="the Web API's base URL (default https://slack.com/api)")
     mail = add_verb(
         kinds,
         "email",
@@ -205,6 +224,14 @@ def _settings(a: argparse.Namespace) -> dict[str, Any]:
         return {"url": a.url, "secret": a.secret or generated, "secret_env": a.secret_env}
     if a.kind == "slack":
         return {"url": a.url, "url_env": a.url_env}
+    if a.kind == "slack-app":
+        return {
+            "bot_token_env": a.bot_token_env,
+            "signing_secret_env": a.signing_secret_env,
+            "channel": a.channel,
+            "dm": a.dm,
+            "api_url": a.api_url,
+        }
     return {
         "host": a.smtp_host,
         "port": a.smtp_port,
@@ -224,6 +251,8 @@ def _show(endpoint: Any) -> str:
     where = s.get("url") or (f"{s.get('url_env')} (env)" if s.get("url_env") else "")
     if endpoint.kind == "email":
         where = f"{s['host']}:{s['port']} {s['tls']} -> {', '.join(s['to'])}"
+    if endpoint.kind == "slack-app":
+        where = ", ".join([*([s["channel"]] if s.get("channel") else []), *(["DMs"] if s.get("dm") else [])])
     filters = [f"{key}={','.join(shown[key])}" for key in ("tools", "roles", "events") if shown[key]]
     state = "enabled" if endpoint.enabled else "disabled"
     extra = " redact-args" if endpoint.redact_args else ""

@@ -15,6 +15,11 @@ For each backend (SQLite file, PostgreSQL at SIGNOFF_PG_URL in a fresh schema):
   second, and ``back_to_back`` (as fast as one thread can decide, so every core is busy).
 
 The receiver runs in its own process, so its work does not share the timed process's CPU.
+
+- **Slack app** (issue 22): a ``slack-app`` endpoint against the local Web API server of the tests
+  (``tests/desk/slackapi.py``, a thread of this process), the notifier in this process: review opened
+  → ``chat.postMessage`` arrived, and decision → ``chat.update`` arrived, p50/p95, one at a time; and
+  the decision path's p50 with that notifier running, against none, interleaved over the rounds.
 """
 
 from __future__ import annotations
@@ -306,6 +311,69 @@ def decision_rounds(
     return out
 
 
+def _arrived(api: Any, method: str, review: str, since: int, needle: str = "") -> float | None:
+    with api._lock:
+        found = [
+            at
+            for (name, body), at in zip(api.calls[since:], api.stamps[since:], strict=True)
+            if name == method and review in str(body.get("text", "")) and needle in json.dumps(body)
+        ]
+    return found[0] if found else None
+
+
+def _until(check: Callable[[], float | None], timeout: float = 30.0) -> float:
+    end = time.monotonic() + timeout
+    while (found := check()) is None:
+        if time.monotonic() > end:
+            raise SystemExit("notify_bench: a Slack call never arrived")
+        time.sleep(0.001)
+    return found
+
+
+def slack_app(url: str, bench: Bench, endpoints: Endpoints, n: int, rounds: int) -> dict[str, Any]:
+    """Review opened → message posted, decision → message updated, and the decision path with the app on."""
+    sys.path.insert(0, str(ROOT / "tests" / "desk"))
+    from slackapi import TOKEN, SlackApi
+
+    os.environ["NOTIFY_BENCH_SLACK_TOKEN"] = TOKEN
+    api = SlackApi(users={REVIEWER.removeprefix("human:"): "U0BENCH"})
+    endpoints.remove("bench")
+    settings = {"bot_token_env": "NOTIFY_BENCH_SLACK_TOKEN", "channel": "C0BENCH", "api_url": api.url}
+    endpoints.add(endpoint_from_options("slack-app", "bench-slack", settings), head=bench.store.size())
+    posted, updated = [], []
+    without: list[float] = []
+    with_app: list[float] = []
+    try:
+        options = NotifierOptions(desk_url="https://desk.bench")
+        for _ in range(rounds):
+            without += approvals(bench, None, max(1, n // rounds), PACE)[0]
+            with Notifier(url, options, store=bench.store, svc=bench.svc):
+                for _ in range(max(1, n // rounds)):
+                    since = len(api.calls)
+                    review, committed = bench.open()
+                    posted.append(_until(lambda r=review, s=since: _arrived(api, "chat.postMessage", r, s)) - committed)
+                    _until(lambda r=review, s=since: _arrived(api, "chat.postMessage", r, s, "U0BENCH"))  # and the DM
+                    since = len(api.calls)
+                    with_app.append(bench.approve(review))
+                    decided = bench.commits[-1]
+                    updated.append(
+                        _until(lambda r=review, s=since: _arrived(api, "chat.update", r, s, "Approved")) - decided
+                    )
+                    time.sleep(PACE)
+    finally:
+        api.close()
+    return {
+        "opened_to_posted": summary(posted),
+        "decided_to_updated": summary(updated),
+        "decision_path_paced": {
+            "without_notifier": summary(without),
+            "with_slack_app": summary(with_app),
+            "p50_vs_without": round(pct(with_app, 50) / pct(without, 50), 3),
+        },
+        "note": "the Web API server is a thread of the timed process: its work shares this process's CPU",
+    }
+
+
 def run_backend(url: str, tmp: Path, events: int, decisions: int, rounds: int) -> dict[str, Any]:
     bench = Bench(url, tmp)
     receiver = Receiver(tmp)
@@ -331,6 +399,7 @@ def run_backend(url: str, tmp: Path, events: int, decisions: int, rounds: int) -
         out["decision_path_approve_paced"] = decision_rounds(url, tmp, bench, receiver, decisions, rounds, PACE)
         out["decision_path_approve_back_to_back"] = decision_rounds(url, tmp, bench, receiver, decisions, rounds, 0.0)
         out["bad_signatures"] = receiver.bad
+        out["slack_app"] = slack_app(url, bench, endpoints, min(decisions, 200), rounds)
     finally:
         receiver.close()
         engines.dispose()

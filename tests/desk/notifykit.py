@@ -252,8 +252,9 @@ class Receiver:
         self.server.server_close()
 
 
-def slack_problem(message: Any) -> str:
-    """What is wrong with an incoming-webhook message, as Slack's Block Kit would see it ("" if nothing)."""
+def slack_problem(message: Any, *, need_button: bool = True) -> str:
+    """What is wrong with an incoming-webhook message, as Slack's Block Kit would see it ("" if nothing);
+    ``need_button``: ours must carry the button that opens the review (a decided one's need not)."""
     if not isinstance(message, dict) or not isinstance(message.get("text"), str) or not message["text"]:
         return "text: expected a non-empty string (the notification fallback)"
     blocks = message.get("blocks")
@@ -283,7 +284,7 @@ def slack_problem(message: Any) -> str:
                 buttons += 1
         else:
             return f"blocks[{i}].type: expected section, context or actions, found {kind!r}"
-    return "" if buttons else "blocks: expected a button that opens the review"
+    return "" if buttons or not need_button else "blocks: expected a button that opens the review"
 
 
 # -- an SMTP server ------------------------------------------------------------------------------
