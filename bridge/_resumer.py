@@ -127,9 +127,10 @@ class Resumer:
         ``takeover_after``: seconds after which a resumed frontier whose approved calls neither ran nor
         had their answer consumed (its claimant, a client or another worker, died on the way) is sent
         again by this worker, when its claimant held no resume lease. A worker's own claims carry one
-        (:class:`signoff.bridge._lease_keeper.LeaseKeeper`): they are taken over only once their holder
-        is gone (its process ended, on this machine, or it renewed nothing for ``LEASE_SECONDS``),
-        however long their tools run.
+        (:class:`signoff.bridge._lease_keeper.LeaseKeeper`): they are looked at once ``LEASE_SECONDS``
+        old (or ``takeover_after``, if shorter) and taken over only once their holder is gone (its
+        process ended, on this machine, or it renewed nothing for ``LEASE_SECONDS``), however long
+        their tools run.
 
         ``rewind_every``: seconds between looks at the sessions of the open frontiers for a rewind
         (:class:`signoff.bridge._rewind.RewindWatch`); the first pass always looks.
@@ -151,6 +152,8 @@ class Resumer:
         self.takeover_after = takeover_after
         self._next_takeover = 0.0
         self.leases = LeaseKeeper(signoff.reviews)
+        # Claims this old are looked at for a takeover: a lapsed lease, or no lease and takeover_after.
+        self._takeover_look = min(takeover_after, self.leases.seconds)
         self.root_name = str(getattr(runner.agent, "name", "") or "")
         self.rewinds = RewindWatch(signoff.reviews, runner.session_service, self.app_name, self.actor, rewind_every)
         signoff.ensure_plugin(runner)
@@ -314,7 +317,7 @@ class Resumer:
                     await asyncio.to_thread(svc.escalate_due)
                 await self.run_once()
                 if time.monotonic() >= self._next_takeover:
-                    self._next_takeover = time.monotonic() + max(self.takeover_after / 4, self.max_wait)
+                    self._next_takeover = time.monotonic() + max(self._takeover_look / 4, self.max_wait)
                     await self.take_over_stalled()
                 wait, due_at = await asyncio.to_thread(self._next_wake)
                 if stop.is_set():
@@ -325,12 +328,13 @@ class Resumer:
             self.leases.stop()
 
     async def take_over_stalled(self) -> list[Resumed]:
-        """Send again the frontiers of this app that were resumed ``takeover_after`` seconds ago or more
-        and whose approved calls have neither run nor had their answer consumed: the party that claimed
-        them died between its claim and the tool (a client's server killed, a disconnected client, a
-        worker that never came back). A call whose answer was consumed is not run again: it may have
-        run without reaching ``tool.executed`` (tools should use ``idempotency_key``)."""
-        stalled = await asyncio.to_thread(self.signoff.reviews.stalled, self.takeover_after)
+        """Send again the claimed frontiers of this app whose approved calls have neither run nor had
+        their answer consumed, and whose sender is gone: its resume lease lapsed or its process ended
+        (:meth:`_take`), or, for a claim with no lease, it was made ``takeover_after`` seconds ago or
+        more (a client's server killed, a disconnected client). A call whose answer was consumed is
+        not run again: it may have run without reaching ``tool.executed`` (tools should use
+        ``idempotency_key``)."""
+        stalled = await asyncio.to_thread(self.signoff.reviews.stalled, self._takeover_look)
         done: list[Resumed] = []
         seen: set[str] = set()
         for item in stalled:
@@ -340,39 +344,44 @@ class Resumer:
             seen.add(review.frontier)
             if self.signoff.claimed_here(review.frontier):
                 continue  # this process is running it now
+            if not await self._take(review.frontier, self.takeover_after, "take over"):
+                continue  # its sender lives on: nothing of it is looked at here
             try:
-                frontier = await asyncio.to_thread(self.signoff.reviews.frontier, review.frontier)
-                session = await self._session(frontier)
-            except Exception as exc:  # noqa: BLE001
-                self._report(review.frontier, "take over", exc, poisoned=True)
-                continue
-            if session is None:
-                continue
-            before = rewound_before(session.events, frontier)
-            if before is not None:
-                await self._record_failure(frontier, f"rewound: the run went back before invocation {before}")
-                continue
-            if not await self._take(frontier.id, self.takeover_after, "take over"):
-                continue
-            log.warning(
-                "frontier %s: resumed by %s at %s, but its approved call has not run and its sender is gone; "
-                "sending it again",
-                frontier.id,
-                item.claim.actor,
-                item.claim.at,
-            )
-            self.signoff.note_claim(frontier.id)
-            try:
-                result = await self._send_retrying(frontier, how="taken over", session=session)
-            except Exception as exc:  # noqa: BLE001
-                self._report(frontier.id, "take over", exc)
-                await self._record_failure(frontier, exc)
-                continue
+                result = await self._take_over(review.frontier, item)
             finally:
-                await asyncio.to_thread(self.leases.release, frontier.id)
+                await asyncio.to_thread(self.leases.release, review.frontier)
             if result is not None:
                 done.append(result)
         return done
+
+    async def _take_over(self, frontier_id: str, item: Any) -> Resumed | None:
+        """Send a frontier this worker took over (its lease now this worker's)."""
+        try:
+            frontier = await asyncio.to_thread(self.signoff.reviews.frontier, frontier_id)
+            session = await self._session(frontier)
+        except Exception as exc:  # noqa: BLE001
+            self._report(frontier_id, "take over", exc, poisoned=True)
+            return None
+        if session is None:
+            return None
+        before = rewound_before(session.events, frontier)
+        if before is not None:
+            await self._record_failure(frontier, f"rewound: the run went back before invocation {before}")
+            return None
+        log.warning(
+            "frontier %s: resumed by %s at %s, but its approved call has not run and its sender is gone; "
+            "sending it again",
+            frontier.id,
+            item.claim.actor,
+            item.claim.at,
+        )
+        self.signoff.note_claim(frontier.id)
+        try:
+            return await self._send_retrying(frontier, how="taken over", session=session)
+        except Exception as exc:  # noqa: BLE001
+            self._report(frontier.id, "take over", exc)
+            await self._record_failure(frontier, exc)
+            return None
 
     async def _take(self, frontier_id: str, older_than: float, step: str) -> bool:
         """Whether this worker now holds the send of claimed ``frontier_id``: refused while its claimant's

@@ -253,12 +253,13 @@ class SlackApp:
                 continue  # an earlier attempt posted it
             thread = ""
             if first != review.id:
+                posted_first = self._posted_here(endpoint.name, first)  # waits for its post under way here
                 parent = [row for row in self._messages(endpoint.name, first) if row.target == target.name]
                 if parent:
                     thread = parent[0].thread_ts or parent[0].ts
-                elif self._job_pending(endpoint.name, first, "review.opened"):
-                    return Outcome(False, retry=True, error="its thread's first message is not posted yet",
-                                   retry_after=WAIT_FOR_POST)  # fmt: skip
+                elif not posted_first and self._job_pending(endpoint.name, first, "review.opened"):
+                    why = "its thread's first message is not posted yet"
+                    return Outcome(False, retry=True, error=why, retry_after=WAIT_FOR_POST)
             sent = {"channel": target.channel, **body, "unfurl_links": False, "unfurl_media": False}
             if thread:
                 sent["thread_ts"] = thread

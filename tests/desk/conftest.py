@@ -16,6 +16,7 @@ for p in (HERE, HERE.parents[1]):
 import pytest  # noqa: E402
 from deskkit import BrowserClient, Env, make_env  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
+from notifykit import Log, make_log  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +25,14 @@ def _cheap_scrypt(monkeypatch: pytest.MonkeyPatch) -> None:
     import signoff.desk.auth
 
     monkeypatch.setattr(signoff.desk.auth, "SCRYPT_N", 2**10)
+
+
+@pytest.fixture
+def log(store_url: str, tmp_path: Path) -> Iterator[Log]:
+    """A notifier's log on each backend (notifykit), with alice enrolled; a module may define its own."""
+    lg = make_log(store_url, tmp_path)
+    yield lg
+    lg.close()
 
 
 @pytest.fixture

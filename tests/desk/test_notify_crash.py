@@ -10,11 +10,10 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from notifykit import Log, Receiver, make_log, wait_until
+from notifykit import Log, Receiver, wait_until
 from sqlalchemy import select
 from sqlmodel import col
 
@@ -24,13 +23,6 @@ from signoff.desk.notify._tables import NotifyJob
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def log(store_url: str, tmp_path: Path) -> Iterator[Log]:
-    lg = make_log(store_url, tmp_path)
-    yield lg
-    lg.close()
 
 
 def serve(url: str, tmp: Path, n: int) -> subprocess.Popen[bytes]:

@@ -29,13 +29,6 @@ FAST = NotifierOptions(desk_url=DESK, retry_base=0.05, retry_cap=1.0, max_attemp
 
 
 @pytest.fixture
-def log(store_url: str, tmp_path: Path) -> Iterator[Log]:
-    lg = make_log(store_url, tmp_path)
-    yield lg
-    lg.close()
-
-
-@pytest.fixture
 def sqlite_log(tmp_path: Path) -> Iterator[Log]:
     lg = make_log(f"sqlite:///{tmp_path / 'signoff.db'}", tmp_path)
     yield lg

@@ -28,13 +28,6 @@ ALICE_SLACK = "U0ALICE"
 
 
 @pytest.fixture
-def log(store_url: str, tmp_path: Path) -> Iterator[Log]:
-    lg = make_log(store_url, tmp_path)
-    yield lg
-    lg.close()
-
-
-@pytest.fixture
 def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlackApi]:
     monkeypatch.setenv("TEST_SLACK_BOT_TOKEN", TOKEN)
     api = SlackApi(users={"alice@example.org": ALICE_SLACK})
