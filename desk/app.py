@@ -166,7 +166,7 @@ def create_app(
     app.include_router(slack.router)
     if serve_tlog:
         app.include_router(tlog.router)
-    # The page's JS and CSS go compressed (a phone on a slow link loads a fifth of the bytes). Only
+    # The page's JS and CSS go compressed (a phone on a slow link loads about a quarter of their bytes). Only
     # these: pages carry a CSRF token beside text a request can echo, which compression would leak (BREACH).
     app.mount("/static", GZipMiddleware(StaticFiles(directory=str(STATIC_DIR)), minimum_size=1024), name="static")
 
