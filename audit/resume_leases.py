@@ -105,8 +105,12 @@ def holder_gone(holder: str) -> bool:
 
 
 def hold(tx: Tx, frontier: str, holder: str, until: float) -> None:
-    """Write ``holder``'s lease on ``frontier`` in ``tx`` (the claim's transaction, or a take's)."""
-    if tx.rows(_GET, tx.log, frontier):
+    """Write ``holder``'s lease on ``frontier`` in ``tx`` (the claim's transaction)."""
+    _put(tx, frontier, holder, until, exists=bool(tx.rows(_GET, tx.log, frontier)))
+
+
+def _put(tx: Tx, frontier: str, holder: str, until: float, *, exists: bool) -> None:
+    if exists:
         tx.rows(_SET, holder, until, tx.log, frontier)
     else:
         tx.rows(_INSERT, tx.log, frontier, holder, until)
@@ -124,12 +128,11 @@ def take(
     if not found:
         if claim_age < older_than:
             return f"claimed {claim_age:.1f} s ago (under {older_than:g} s) by a party that holds no lease"
-        tx.rows(_INSERT, tx.log, frontier, holder, until)
-        return None
-    other, other_until = str(found[0].holder), float(found[0].until)
-    if other != holder and other_until >= now and not holder_gone(other):
-        return f"held by {other}, alive, for {other_until - now:.1f} s more unless renewed"
-    tx.rows(_SET, holder, until, tx.log, frontier)
+    else:
+        other, other_until = str(found[0].holder), float(found[0].until)
+        if other != holder and other_until >= now and not holder_gone(other):
+            return f"held by {other}, alive, for {other_until - now:.1f} s more unless renewed"
+    _put(tx, frontier, holder, until, exists=bool(found))
     return None
 
 

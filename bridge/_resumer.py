@@ -383,10 +383,11 @@ class Resumer:
             await self._record_failure(frontier, exc)
             return None
 
-    async def _take(self, frontier_id: str, older_than: float, step: str) -> bool:
+    async def _take(self, frontier_id: str, older_than: float, step: str, *, until_replied: bool = False) -> bool:
         """Whether this worker now holds the send of claimed ``frontier_id``: refused while its claimant's
-        lease is held by a live party (``ReviewService.take_over``), so that no call runs twice. A
-        recovery also drives again a run whose calls ran but which never reached its reply."""
+        lease is held by a live party (``ReviewService.take_over``), so that no call runs twice.
+        ``until_replied``: also a run whose calls ran but which never reached its reply (a recovery
+        drives it again)."""
         why = await asyncio.to_thread(
             functools.partial(
                 self.signoff.reviews.take_over,
@@ -394,7 +395,7 @@ class Resumer:
                 holder=self.leases.holder,
                 seconds=self.leases.seconds,
                 older_than=older_than,
-                until_replied=step == "recover",
+                until_replied=until_replied,
             )
         )
         if why is not None:
@@ -565,7 +566,7 @@ class Resumer:
                 frontier = await asyncio.to_thread(svc.frontier, frontier_id)
                 if not frontier.reviews or frontier.reviews[0].call.app != self.app_name or _done_on_log(frontier):
                     continue
-                if not await self._take(frontier_id, 0.0, "recover"):
+                if not await self._take(frontier_id, 0.0, "recover", until_replied=True):
                     continue  # its sender lives on (or another worker took it over): the takeover looks again
                 self.signoff.note_claim(frontier.id)
                 try:

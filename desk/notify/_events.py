@@ -49,7 +49,6 @@ class ReviewFacts:
     role: str | None = None
     deadline: str | None = None
     problem: str = ""  # sealed log: its values do not check, and none is sent
-    frontier: str = ""
 
 
 WITHHELD = "values withheld: they do not match the log"
@@ -99,7 +98,6 @@ def facts_of_opened(body: dict[str, Any], values: Lookup | None = None) -> Revie
             args, problem = {}, str(exc)
     return ReviewFacts(
         tool=str(call.get("tool") or ""),
-        frontier=str(body.get("frontier") or ""),
         agent=str(call.get("agent") or ""),
         app=str(call.get("app") or ""),
         session=str(call.get("session") or ""),

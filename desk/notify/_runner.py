@@ -413,12 +413,8 @@ class Notifier:
         deadline = format_time(found.deadline) if found.deadline is not None else None
         if found.sealed and found.problem:
             role = found.policy.role
-            return ReviewFacts(
-                call.tool, call.agent, call.app, call.session, {}, role, deadline, found.problem, found.frontier
-            )
-        return ReviewFacts(
-            call.tool, call.agent, call.app, call.session, call.args, found.policy.role, deadline, "", found.frontier
-        )
+            return ReviewFacts(call.tool, call.agent, call.app, call.session, {}, role, deadline, found.problem)
+        return ReviewFacts(call.tool, call.agent, call.app, call.session, call.args, found.policy.role, deadline)
 
     def _values(self, entries: list[Entry]) -> Lookup | None:
         """On a sealed log, the values of the reviews the batch opens (their args), read once."""

@@ -43,6 +43,7 @@ from signoff.desk.notify._channels import ERROR_CHARS, SLACK_TEXT, USER_AGENT, O
 from signoff.desk.notify._endpoints import Endpoint
 from signoff.desk.notify._events import clean, key_args, review_url, when
 from signoff.desk.notify._tables import Engines, NotifyJob, NotifySlackMessage
+from signoff.desk.summary import changed_names
 
 API_URL = "https://slack.com/api"
 TOLERANCE = 300  # seconds: Slack's own advice for X-Slack-Request-Timestamp
@@ -107,13 +108,13 @@ def sign_request(secret: str, body: bytes, stamp: int) -> str:
 
 
 def _changes(review: Review) -> str:
+    """What an edit changed, as the desk counts a change (:func:`signoff.desk.summary.changed_names`)."""
     before, after = review.call.args, review.final_args or {}
     parts = []
-    for name in sorted(set(before) | set(after)):
-        if before.get(name) != after.get(name):
-            old = "—" if name not in before else clean(json.dumps(before[name], ensure_ascii=False), 60)
-            new = "removed" if name not in after else clean(json.dumps(after[name], ensure_ascii=False), 60)
-            parts.append(f"{clean(name, 40)}: {old} → {new}")
+    for name in changed_names(before, after):
+        old = "—" if name not in before else clean(json.dumps(before[name], ensure_ascii=False), 60)
+        new = "removed" if name not in after else clean(json.dumps(after[name], ensure_ascii=False), 60)
+        parts.append(f"{clean(name, 40)}: {old} → {new}")
     return "; ".join(parts) or "no change to the arguments"
 
 
