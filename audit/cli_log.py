@@ -84,6 +84,21 @@ def entry_line(item: Entry) -> str:
         detail = (
             "retired" if body.get("retired") else f"tools {body.get('tools')}, {body.get('approvals', 1)} approval(s)"
         )
+        if body.get("proposal"):
+            detail += f", approving {body['proposal']}"
+    elif item.kind == "policy.proposed":
+        subject = str(body.get("proposal", ""))
+        detail = f"for {body.get('tool')}: policy {(body.get('policy') or {}).get('policy')}"
+    elif item.kind == "policy.declined":
+        subject = str(body.get("proposal", ""))
+        detail = f"reason: {str(body.get('reason', ''))[:80]}"
+    elif item.kind in ("delegation.granted", "delegation.revoked"):
+        subject = str(body.get("delegation", ""))
+        lent = f"roles {','.join(map(str, body.get('roles') or []))} until {body.get('until')}"
+        what = lent if item.kind == "delegation.granted" else f"reason: {str(body.get('reason', ''))[:60]}"
+        detail = f"{body.get('delegator')} -> {body.get('delegate')} {what}"
+    if isinstance(body.get("acting_for"), str):  # a delegate's decision or claim (rule 2b)
+        detail = f"for {body['acting_for']} {detail}".rstrip()
     signed = f" signed ({item.sig.get('alg')})" if item.sig else ""
     return f"{item.seq:>6}  {item.at}  {item.kind:<20} {item.actor:<28} {subject} {detail}{signed}".rstrip()
 

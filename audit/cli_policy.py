@@ -2,6 +2,9 @@
 
 ``audit policy set NAME --tools GLOB …`` adds or replaces a policy, ``audit policy list`` shows
 them, ``audit policy retire NAME`` ends one. The fields are :mod:`signoff.audit.policies`'.
+``audit policy proposals`` lists the standing rules reviewers proposed from the desk, ``audit policy
+approve ID`` signs one into force and ``audit policy decline ID --reason …`` says no
+(:mod:`signoff.audit.proposals`).
 """
 
 from __future__ import annotations
@@ -151,10 +154,47 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_proposals(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    found = [p.to_json() for p in svc.proposals() if args.all or p.state == "open"]
+
+    def text() -> None:
+        if not found:
+            print("no open proposal" if not args.all else "no proposal")
+        for p in found:
+            state = p["state"] + (f" at seq {p['closed_seq']}" if p["closed_seq"] is not None else "")
+            print(f"{p['proposal']}  {state}  by {p['proposer']} (seq {p['seq']}) for {p['tool']}")
+            print(f"  no person reviews a call when {p['allow']}")
+            print(f"  policy {p['policy']['policy']} then: a person reviews when {p['policy'].get('review_when')}")
+            if p["reason"]:
+                print(f"  declined: {p['reason']}")
+
+    emit(args, found, text)
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    entry = svc.approve_proposal(args.proposal, admin=_admin_key(args))
+    emit(
+        args,
+        {"proposal": args.proposal, "policy": entry.body["policy"], "seq": entry.seq},
+        f"approved {args.proposal}: policy {entry.body['policy']} set at seq {entry.seq}, in force from now on",
+    )
+    return 0
+
+
+def cmd_decline(args: argparse.Namespace) -> int:
+    svc = _service(args)
+    entry = svc.decline_proposal(args.proposal, reason=args.reason, admin=_admin_key(args))
+    emit(args, {"proposal": args.proposal, "seq": entry.seq}, f"declined {args.proposal} at seq {entry.seq}")
+    return 0
+
+
 def register(sub: Any, admin_key: str | None) -> None:
     policy = sub.add_parser(
         "policy",
-        help="review policies on the log: set, list, retire",
+        help="review policies on the log: set, list, retire; proposals, approve, decline",
         description="Review policies on the log: how many people approve which tools, when a call needs a "
         "person at all, escalation and claims. Each verb has its own --help.",
         epilog=f"example:\n  audit policy set four-eyes --tools 'transfer_*' --approvals 2 --admin-key admin.pem\n"
@@ -206,3 +246,27 @@ def register(sub: Any, admin_key: str | None) -> None:
     retire.add_argument("name")
     retire.add_argument("--admin-key", default=admin_key, help="the admin's key file (env SIGNOFF_ADMIN_KEY)")
     add_json(retire)
+
+    proposed = verb(
+        verbs, "proposals", "list the standing rules reviewers proposed that wait for an admin (--all: every one)",
+        "audit policy proposals", cmd_proposals,
+    )  # fmt: skip
+    proposed.add_argument("--all", action="store_true", help="approved and declined ones too")
+    add_json(proposed)
+
+    approve = verb(
+        verbs, "approve", "approve a proposal: sign its policy exactly (policy.set), in force from then on",
+        "audit policy approve pp_… --admin-key admin.pem", cmd_approve,
+    )  # fmt: skip
+    approve.add_argument("proposal", help="the proposal id (see `audit policy proposals`)")
+    approve.add_argument("--admin-key", default=admin_key, help="the admin's key file (env SIGNOFF_ADMIN_KEY)")
+    add_json(approve)
+
+    decline = verb(
+        verbs, "decline", "decline a proposal, with a reason the proposer reads; nothing changes",
+        "audit policy decline pp_… --reason 'too broad' --admin-key admin.pem", cmd_decline,
+    )  # fmt: skip
+    decline.add_argument("proposal")
+    decline.add_argument("--reason", required=True)
+    decline.add_argument("--admin-key", default=admin_key, help="the admin's key file (env SIGNOFF_ADMIN_KEY)")
+    add_json(decline)

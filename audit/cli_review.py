@@ -249,6 +249,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 def cmd_decide(args: argparse.Namespace) -> int:
     from signoff.audit.canonical import decode
+    from signoff.audit.cli_delegate import acting_for
     from signoff.audit.edits import patch_from_pairs
     from signoff.audit.errors import CanonicalFormError
 
@@ -257,10 +258,13 @@ def cmd_decide(args: argparse.Namespace) -> int:
     signer = _reviewer_key(args)
     if signer is not None:
         check_own_key(svc, actor, signer, args.reviewer_key)
+    current = svc.get(args.review)
+    for_whom = acting_for(svc, actor, current, args.acting_for)  # a delegate's decision names its delegator
     if args.decision == "approve":
-        review = svc.approve(args.review, reviewer=actor, rationale=args.rationale or "", signer=signer)
+        review = svc.approve(
+            args.review, reviewer=actor, rationale=args.rationale or "", signer=signer, acting_for=for_whom
+        )
     elif args.decision == "edit":
-        current = svc.get(args.review)
         if args.patch is not None and args.changes:
             raise UnusableInput("edit: expected name=value changes or --patch, found both")
         if args.patch is not None:
@@ -270,9 +274,12 @@ def cmd_decide(args: argparse.Namespace) -> int:
                 raise UnusableInput(f"--patch: expected an RFC 6902 JSON patch, found {exc}") from None
         else:
             patch = patch_from_pairs(current.call.args, current.call.tool_schema, args.changes)
-        review = svc.edit(args.review, reviewer=actor, patch=patch, rationale=args.rationale or "", signer=signer)
+        review = svc.edit(
+            args.review, reviewer=actor, patch=patch, rationale=args.rationale or "", signer=signer, acting_for=for_whom
+        )
     else:
-        review = svc.reject(args.review, reviewer=actor, reason=args.reason or "", signer=signer)
+        review = svc.reject(args.review, reviewer=actor, reason=args.reason or "", signer=signer, acting_for=for_whom)
+    by = f"{review.decided_by}, for {for_whom}" if for_whom else review.decided_by
     data: dict[str, Any] = {
         "review": review.id,
         "status": review.status,
@@ -280,6 +287,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         "seq": review.decision_seq,
         "final_args": review.final_args,
         "signed": signer is not None,
+        "acting_for": for_whom,
     }
     if review.status == "pending":  # one approval toward a quorum
         data["approvals"] = [{"by": who, "seq": seq} for who, seq in review.approvals]
@@ -292,7 +300,7 @@ def cmd_decide(args: argparse.Namespace) -> int:
         )
     else:
         runs = f"; runs with {json.dumps(review.final_args, ensure_ascii=False)}" if review.final_args else ""
-        text = f"{review.id}: {review.status} by {review.decided_by} at seq {review.decision_seq}{runs}"
+        text = f"{review.id}: {review.status} by {by} at seq {review.decision_seq}{runs}"
     emit(args, data, text)
     return 0
 
@@ -384,6 +392,12 @@ def register(sub: Any) -> None:
         decide.add_argument("--as", dest="reviewer", required=True, help="you: an enrolled reviewer's e-mail")
         decide.add_argument(
             "--reviewer-key", default=reviewer_key, help="your key file from `audit keygen` (env SIGNOFF_REVIEWER_KEY)"
+        )
+        decide.add_argument(
+            "--for",
+            dest="acting_for",
+            help="decide for this reviewer, under their delegation to you (default: "
+            "found by itself when your own roles do not cover the review)",
         )
         if name == "reject":
             decide.add_argument("--reason", required=True, help="what the model reads")

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from signoff.audit import policies, rules, sealing, trust, values
+from signoff.audit import delegation, policies, rules, sealing, trust, values
 from signoff.audit.canonical import digest
 from signoff.audit.entry import NEVER_RUN, OUTCOMES, Entry, parse_time
 from signoff.audit.errors import AuditError, NotAllowed, ReviewError, UnknownReview
@@ -111,6 +111,11 @@ def _take_approval(review_id: str, state: _Replay, item: Entry) -> str:
         state.args, state.round, state.patch, state.approvals = result, state.round + 1, item.body.get("patch"), []
     elif any(earlier.actor == item.actor for earlier in state.approvals):
         return f"review {review_id}: {item.actor} approved round {state.round} twice (seq {item.seq})"
+    elif _seat_taken(state.approvals, item):
+        return (
+            f"review {review_id}: the approval at seq {item.seq} counts {item.body.get('acting_for') or item.actor} "
+            f"twice in round {state.round} (a delegate sits in their delegator's seat)"
+        )
     elif state.approvals and item.body.get("payload") != state.approvals[0].body.get("payload"):
         return f"review {review_id}: the approval at seq {item.seq} gives another answer than its round's first"
     if digest(state.args) != item.body.get("args_digest"):
@@ -122,6 +127,14 @@ def _take_approval(review_id: str, state: _Replay, item: Entry) -> str:
     if len(state.approvals) >= state.needed:
         state.closing, state.status = item, "edited" if state.round else "approved"
     return ""
+
+
+def _seat_taken(approvals: Sequence[Entry], item: Entry) -> bool:
+    """Rule 2b in a quorum: each person counts once per round, approving themselves or through a delegate."""
+    taken = {e.actor for e in approvals} | {str(e.body["acting_for"]) for e in approvals if "acting_for" in e.body}
+    seats = {e.body["acting_for"] for e in approvals if "acting_for" in e.body}
+    acting_for = item.body.get("acting_for")
+    return item.actor in seats or (isinstance(acting_for, str) and acting_for in taken)
 
 
 def review_from_entries(
@@ -181,6 +194,11 @@ def review_from_sealed(review_id: str, own: Sequence[Entry], resumed: bool, fail
         resume_failed=failed,
         sealed=sealing.any_sealed(body["call"]),
         sealed_round_args=dict(state.args) if closing is None else None,
+        delegated=tuple(
+            (e.seq, str(e.body["acting_for"]))
+            for e in own
+            if e.kind in DECISIONS and isinstance(e.body.get("acting_for"), str)
+        ),
     )
 
 
@@ -265,9 +283,7 @@ def frontier_facts(store: LogReader, frontier: Any, review_id: str) -> tuple[boo
         (
             failure_reason(e)
             for e in about
-            if e.kind in NEVER_RUN
-            and e.body.get("frontier") == frontier
-            and review_id in (e.body.get("reviews") or [])
+            if e.kind in NEVER_RUN and e.body.get("frontier") == frontier and review_id in (e.body.get("reviews") or [])
         ),
         "",
     )
@@ -342,6 +358,8 @@ def _prove_signed(
         ring.check(item.seq, item.kind, item.actor, item.body, item.sig)
     except NotAllowed as exc:
         raise DecisionNotProven(f"review {review.id}: the decision at seq {item.seq} is not proven: {exc}") from None
+    if "acting_for" in item.body:
+        reviewer = _lent(store, review, item, reviewer, cache)
     if reviewer is None or not any(rules.covers(reviewer, review.tool, role) for role in roles):
         raise DecisionNotProven(
             f"review {review.id}: expected {item.actor} enrolled, enabled and covering {review.tool} "
@@ -351,6 +369,49 @@ def _prove_signed(
     if signed is None and rules_.signed_decisions:  # check_signature refuses this already; kept explicit
         raise DecisionNotProven(f"review {review.id}: expected a signed decision, found none")
     return signed
+
+
+def _lent(
+    store: LogReader, review: Review, item: Entry, own: rules.ReviewerState | None, cache: TrustCache
+) -> rules.ReviewerState:
+    """Rule 2b at the gate: a delegate's decision names whom they act for; what that person lent them is
+    read from the delegations to the delegate before the decision, each entry's link, hash, writer and
+    signature proven as the decision's own are, and what the delegator still held at the decision."""
+    found: list[Entry] = []
+    for row in store.read_rows(_BY_SUBJECT, f"delegation:{item.actor}", store.log_id):
+        if row.seq >= item.seq:
+            continue
+        entry = _own_entry(row)
+        if entry.kind not in delegation.KINDS or entry.body.get("delegate") != item.actor:
+            continue  # bound by the entry's own body, not by the index
+        _check_link(store, entry, cache)
+        _rules, ring, _who = _trust_at(store, entry.seq, entry.actor, cache)
+        try:
+            ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)
+            granted_by_other = entry.kind == delegation.GRANTED and entry.actor != entry.body.get("delegator")
+            if granted_by_other and not entry.actor.startswith("admin:"):
+                raise NotAllowed(f"actor: expected the delegator or an admin, found {entry.actor}")
+        except NotAllowed as exc:
+            raise DecisionNotProven(
+                f"review {review.id}: the delegation at seq {entry.seq} is not proven: {exc}"
+            ) from None
+        found.append(entry)
+    acting_for = item.body.get("acting_for")
+    giver = _trust_at(store, item.seq, acting_for, cache)[2] if isinstance(acting_for, str) else None
+    try:
+        return delegation.acting(item.actor, acting_for, item.at, own, giver, delegation.replay(found).to(item.actor))
+    except NotAllowed as exc:
+        raise DecisionNotProven(f"review {review.id}: the decision at seq {item.seq} is not proven: {exc}") from None
+
+
+def _own_entry(row: Any) -> Entry:
+    raw = bytes(row.raw)
+    if "sha256:" + leaf_hash(raw).hex() != row.hash:
+        raise DecisionNotProven(f"seq {row.seq}: expected its stored hash {row.hash} over its bytes, found other")
+    item = parse_entry(raw)
+    if item.seq != row.seq:
+        raise DecisionNotProven(f"seq {row.seq}: expected an entry at seq {row.seq}, found seq {item.seq}")
+    return item
 
 
 def _prove_auto(store: LogReader, review: Review, auto: Entry, cache: TrustCache) -> str | None:

@@ -29,15 +29,23 @@ REJECTED = "review.rejected"
 
 
 def approve_body(
-    review: str, args_digest: str, rationale: str = "", payload: Any = None, round: int | None = None
+    review: str,
+    args_digest: str,
+    rationale: str = "",
+    payload: Any = None,
+    round: int | None = None,
+    acting_for: str | None = None,
 ) -> dict[str, Any]:
-    """``review.approved``: the args approved (their digest), the answer to the tool's own question, and
-    (for a review that needs several people) the round of approvals it belongs to."""
+    """``review.approved``: the args approved (their digest), the answer to the tool's own question,
+    (for a review that needs several people) the round of approvals it belongs to, and (for a delegate)
+    the reviewer whose delegation they decide under (SPEC.md §7 rule 2b)."""
     body: dict[str, Any] = {"review": review, "args_digest": args_digest, "rationale": rationale or ""}
     if payload is not None:
         body["payload"] = payload
     if round is not None:
         body["round"] = round
+    if acting_for is not None:
+        body["acting_for"] = acting_for
     return body
 
 
@@ -48,9 +56,11 @@ def edit_body(
     rationale: str = "",
     payload: Any = None,
     round: int | None = None,
+    acting_for: str | None = None,
 ) -> dict[str, Any]:
     """``review.edited``: the RFC 6902 patch exactly as made (on the round's args), and the digest of the
-    args it produces; with several approvers, the round it edits (the edit starts the next one)."""
+    args it produces; with several approvers, the round it edits (the edit starts the next one); for a
+    delegate, whom they act for."""
     body: dict[str, Any] = {
         "review": review,
         "patch": patch,
@@ -61,12 +71,17 @@ def edit_body(
         body["payload"] = payload
     if round is not None:
         body["round"] = round
+    if acting_for is not None:
+        body["acting_for"] = acting_for
     return body
 
 
-def reject_body(review: str, reason: str) -> dict[str, Any]:
-    """``review.rejected``: the reason the model will read."""
-    return {"review": review, "reason": reason}
+def reject_body(review: str, reason: str, acting_for: str | None = None) -> dict[str, Any]:
+    """``review.rejected``: the reason the model will read; for a delegate, whom they act for."""
+    body = {"review": review, "reason": reason}
+    if acting_for is not None:
+        body["acting_for"] = acting_for
+    return body
 
 
 def decision_statement(log: str, kind: str, actor: str, body: dict[str, Any]) -> bytes:
@@ -111,17 +126,19 @@ def _sealed_payload(review: Any, payload: Any, *, same_round: bool) -> tuple[Any
     return sealing.commit(payload, salt), salt.hex()
 
 
-def prepare_approve(review: Any, rationale: str = "", payload: Any = None) -> Prepared:
+def prepare_approve(review: Any, rationale: str = "", payload: Any = None, acting_for: str | None = None) -> Prepared:
     """``review.approved`` of ``review`` (a :class:`~signoff.audit.review_types.Review` as
     ``ReviewService.get`` returns it) as the service will build it: the digest of the round's args as
     the entries hold them (sealed, on a sealed log), the answer sealed with the round's salt."""
     answer, salt = _sealed_payload(review, payload, same_round=True)
     round_ = review.round if review.approvals_needed > 1 else None
-    body = approve_body(review.id, digest(_round_sealed(review)), rationale, answer, round_)
+    body = approve_body(review.id, digest(_round_sealed(review)), rationale, answer, round_, acting_for)
     return Prepared(APPROVED, body, None, salt)
 
 
-def prepare_edit(review: Any, patch: list[Any], rationale: str = "", payload: Any = None) -> Prepared:
+def prepare_edit(
+    review: Any, patch: list[Any], rationale: str = "", payload: Any = None, acting_for: str | None = None
+) -> Prepared:
     """``review.edited`` of ``review`` with ``patch`` (RFC 6902, on the args the page shows), as the
     service will build it; on a sealed log with fresh salts for the changed values."""
     from signoff.audit.rules import patched_args
@@ -130,11 +147,11 @@ def prepare_edit(review: Any, patch: list[Any], rationale: str = "", payload: An
     plain = dict(review.round_args or {})
     result = patched_args(plain, patch)
     if not review.sealed:
-        return Prepared(EDITED, edit_body(review.id, patch, result, rationale, payload, round_))
+        return Prepared(EDITED, edit_body(review.id, patch, result, rationale, payload, round_, acting_for))
     salts = {name: sealing.new_salt() for name in [*result, sealing.WHOLE]}
     sealed_round = _round_sealed(review)
     recorded, _kept = sealing.edit_patch(plain, result, sealed_round, review.policy.private, salts)
     final = patched_args(sealed_round, recorded)
     answer, salt = _sealed_payload(review, payload, same_round=False)
-    body = edit_body(review.id, recorded, final, rationale, answer, round_)
+    body = edit_body(review.id, recorded, final, rationale, answer, round_, acting_for)
     return Prepared(EDITED, body, {name: s.hex() for name, s in salts.items()}, salt)

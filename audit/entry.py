@@ -50,6 +50,10 @@ KINDS = frozenset(
         "witness.removed",
         "witness.quorum",
         "data.erased",
+        "delegation.granted",
+        "delegation.revoked",
+        "policy.proposed",
+        "policy.declined",
     }
 )
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
@@ -196,17 +200,25 @@ def from_json(data: dict[str, Any], raw: bytes) -> Entry:
 
 
 def subject_of(body: dict[str, Any]) -> str | None:
-    """What an entry is about, for the subject index: a review, frontier, reviewer or actor; the log's
-    witnesses (``witness:<name>``, ``witness:*`` for the quorum) and each one's cosignatures
-    (``cosigned:<name>``); or a policy (``policy:<name>``). Witnesses and policies are ranges of the index."""
+    """What an entry is about, for the subject index: a review, frontier, reviewer or actor; the
+    delegations to a reviewer (``delegation:<delegate>``); the log's witnesses (``witness:<name>``,
+    ``witness:*`` for the quorum) and each one's cosignatures (``cosigned:<name>``); a policy
+    (``policy:<name>``); or a proposed policy (``proposal:<id>``). Delegations, witnesses, policies and
+    proposals are ranges of the index."""
     for name in ("review", "frontier", "reviewer", "actor"):
         value = body.get(name)
         if isinstance(value, str):
             return value
+    delegate = body.get("delegate")
+    if isinstance(delegate, str):  # delegation.granted / delegation.revoked
+        return f"delegation:{delegate}"
     witness = body.get("witness")
     if isinstance(witness, str):  # an admin's witness.added / witness.removed; a witness's log.cosigned
         return f"{'cosigned' if 'cosignature' in body else 'witness'}:{witness}"
     if isinstance(body.get("quorum"), int):  # witness.quorum: in the witnesses' range of the index
         return "witness:*"
     policy = body.get("policy")
-    return f"policy:{policy}" if isinstance(policy, str) else None
+    if isinstance(policy, str):
+        return f"policy:{policy}"
+    proposal = body.get("proposal")  # policy.proposed / policy.declined
+    return f"proposal:{proposal}" if isinstance(proposal, str) else None

@@ -53,7 +53,7 @@ class KeyFileError(AuditError):
 class ReviewError(AuditError):
     """A review operation broke a lifecycle rule; nothing was written."""
 
-    rule: int | None = None
+    rule: int | str | None = None  # SPEC.md §7's number (2b: a sub-rule)
 
 
 class UnknownReview(ReviewError):
@@ -93,7 +93,7 @@ class DeadlinePassed(ReviewError):
 class NotAllowed(ReviewError):
     """The actor may not do this: not human, not enrolled, disabled, or outside their role."""
 
-    rule = 2
+    rule: int | str | None = 2
 
 
 class PatchFailed(ReviewError):

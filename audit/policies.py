@@ -16,6 +16,7 @@ A policy names the tools it covers (an fnmatch glob) and says, for their calls:
 * ``claim_seconds``: how long a reviewer's "I'm on it" claim lasts.
 * ``private``: on a log with sealed values, the top-level args members kept beside the log under a
   commitment (default: all of them); the others are written into the entry in clear.
+* ``proposal``: set when an admin approves a reviewer's proposal (:mod:`signoff.audit.proposals`).
 * ``retain_values``: how long the values of its reviews are kept once they are done (``"180d"``,
   ``"12h"``, ``"30m"``, ``"45s"``, or seconds); ``audit retention run`` erases them after that. A policy
   for ``"*"`` that says it sets it for every tool whose own policy does not.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -42,7 +44,7 @@ from signoff.audit.errors import InvalidEntry
 MAX_APPROVALS = 10
 _FIELDS = {
     "policy", "tools", "review_when", "vars", "approvals", "role", "deadline_seconds", "escalate", "claim_seconds",
-    "retired", "private", "retain_values", "self_approval",
+    "retired", "private", "retain_values", "self_approval", "proposal",
 }  # fmt: skip
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
@@ -66,6 +68,7 @@ class PolicyDef:
     private: tuple[str, ...] | None = None
     retain_seconds: float | None = None
     self_approval: bool = False
+    proposal: str | None = None  # the reviewer's proposal an admin approved with it
 
     def covers(self, tool: str) -> bool:
         return not self.retired and fnmatch.fnmatchcase(tool, self.tools)
@@ -112,6 +115,11 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
     self_approval = body.get("self_approval", False)
     if not isinstance(self_approval, bool):
         raise InvalidEntry(f"policy.self_approval: expected true or false, found {self_approval!r}")
+    proposal = body.get("proposal")  # an admin approving a reviewer's proposal (signoff.audit.proposals)
+    if proposal is not None and (not isinstance(proposal, str) or not re.match(r"^pp_[0-9a-f]{16}$", proposal)):
+        raise InvalidEntry(
+            f"policy.proposal: expected the id of a proposal ('pp_' and 16 hex digits), found {proposal!r}"
+        )
     claim = body.get("claim_seconds", 900)
     if not isinstance(claim, int | float) or isinstance(claim, bool) or claim <= 0:
         raise InvalidEntry(f"policy.claim_seconds: expected a number > 0, found {claim!r}")
@@ -131,6 +139,7 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
         private=_private(body.get("private")),
         retain_seconds=retain_seconds(body.get("retain_values")),
         self_approval=self_approval,
+        proposal=proposal,
     )
 
 

@@ -26,8 +26,9 @@ from signoff.audit.keys import Signer
 from signoff.audit.limits import MAX_ARGS_BYTES, bounded
 from signoff.audit.policies import PolicyDef
 from signoff.audit.reader import parse_entry
+from signoff.audit.review_delegations import ReviewDelegations
 from signoff.audit.review_types import CallSpec, Policy, Review, state_from_row
-from signoff.audit.reviewers import SERVICE, Reviewers
+from signoff.audit.reviewers import SERVICE
 from signoff.audit.store import Tx
 from signoff.audit.tables import ReviewRow
 
@@ -80,7 +81,7 @@ def effective(
     )
 
 
-class ReviewPolicies(Reviewers):
+class ReviewPolicies(ReviewDelegations):
     """Policies, auto-approvals, escalation and claims over :attr:`store`."""
 
     # -- policies ----------------------------------------------------------------------
@@ -230,9 +231,18 @@ class ReviewPolicies(Reviewers):
 
     # -- claims --------------------------------------------------------------------------
 
-    def claim(self, review_id: str, *, reviewer: str, actor: str = "service:desk", seconds: float | None = None) -> str:
+    def claim(
+        self,
+        review_id: str,
+        *,
+        reviewer: str,
+        actor: str = "service:desk",
+        seconds: float | None = None,
+        acting_for: str | None = None,
+    ) -> str:
         """``review.claimed``: "I'm on it" for ``reviewer``, until the policy's claim time (or ``seconds``)
-        passes; others see it, and it lapses by itself. Returns the time it lasts until."""
+        passes; others see it, and it lapses by itself. ``acting_for``: the reviewer whose delegation
+        ``reviewer`` would decide under (rule 2b). Returns the time it lasts until."""
         check_actor(actor)
 
         def work(tx: Tx) -> str:
@@ -242,8 +252,12 @@ class ReviewPolicies(Reviewers):
             span = seconds or Policy.from_json(data.get("policy")).claim_seconds or 900.0
             until = format_time(tx.now + timedelta(seconds=float(span)))
             who = self._reviewer_state(tx, reviewer)
+            if acting_for is not None:
+                who = self._acting(tx, reviewer, acting_for, who)
             rules.claim(state, review_id, reviewer, who, tx.at, until)
             body = {"review": review_id, "reviewer": reviewer, "until": until}
+            if acting_for is not None:
+                body["acting_for"] = acting_for
             tx.append(actor, "review.claimed", body, tx.signature(actor, "review.claimed", body, None, self.signer))
             data["claim"] = {"reviewer": reviewer, "until": until}
             tx.rows(_DATA_SQL, json.dumps(data), review_id)

@@ -145,10 +145,15 @@ class Review:
     round_payload_salt: str | None = None  # hex salt of the round's answer (a later approval reuses it)
     erasures: tuple[tuple[str, str, str], ...] = ()  # (at, by, reason) of each data.erased naming it
     erased: frozenset[str] = frozenset()  # the commitments erased (their values are gone)
+    delegated: tuple[tuple[int, str], ...] = ()  # (seq, delegator) of each decision a delegate made for them
 
     @property
     def approvals_needed(self) -> int:
         return self.policy.approvals
+
+    def acting_for(self, seq: int | None) -> str | None:
+        """The delegator the decision at ``seq`` was made for (rule 2b), if a delegate made it."""
+        return next((who for at, who in self.delegated if at == seq), None)
 
     @property
     def final(self) -> bool:
@@ -206,7 +211,16 @@ def review_from_row(row: Any, resumed: bool) -> Review:
         round_payload=progress.get("payload") if row.status == "pending" else None,
         sealed=any_sealed(data["call"]),
         sealed_round_args=(progress.get("args") or call.args) if row.status == "pending" else None,
+        delegated=_delegated(row, data, approvals),
     )
+
+
+def _delegated(row: Any, data: dict[str, Any], listed: Any) -> tuple[tuple[int, str], ...]:
+    """(seq, delegator) of the decisions a delegate made for someone (rule 2b), as the row lists them."""
+    found = {int(a["seq"]): str(a["for"]) for a in listed or [] if isinstance(a.get("for"), str)}
+    if isinstance(data.get("acting_for"), str) and row.decided_seq is not None:
+        found[int(row.decided_seq)] = data["acting_for"]
+    return tuple(sorted(found.items()))
 
 
 def _approvals(row: Any, listed: Any) -> tuple[tuple[str, int], ...]:
@@ -249,6 +263,7 @@ def state_from_row(row: Any) -> rules.ReviewState:
         approvals_needed=policy.approvals,
         round=round_,
         approvers=tuple(a["by"] for a in progress.get("approvals") or []),
+        seats=tuple(str(a["for"]) for a in progress.get("approvals") or [] if isinstance(a.get("for"), str)),
         round_payload=progress.get("payload"),
         escalated_role=data.get("escalated_role"),
         claim=(claim["reviewer"], claim["until"]) if isinstance(claim, dict) else None,

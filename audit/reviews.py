@@ -39,7 +39,8 @@ from signoff.audit.keys import Signer
 from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
 from signoff.audit.log_state import FrontierOnLog, alarm, read_frontier, read_review_in
 from signoff.audit.review_leases import ReviewLeases
-from signoff.audit.review_policies import ReviewPolicies, check_policies
+from signoff.audit.review_policies import check_policies
+from signoff.audit.review_proposals import ReviewProposals
 from signoff.audit.review_queries import FRONTIER, FRONTIER_REVIEWS, ReviewQueries
 from signoff.audit.review_sealing import Sealer
 from signoff.audit.review_types import (
@@ -78,7 +79,7 @@ _INSERT_FRONTIER_SQL = "INSERT INTO signoff_frontier (id, log, opened_seq, size,
 _REQUIRED_CALL_FIELDS = ("app", "user", "session", "invocation", "confirmation_id", "call_id", "tool")
 
 
-class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
+class ReviewService(ReviewQueries, ReviewProposals, ReviewLeases):
     """Review operations over a :class:`Store`. Thread-safe; one instance per process is enough."""
 
     def __init__(self, store: Store, *, signer: Signer | None = None) -> None:
@@ -151,9 +152,7 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
             if call.payload is not None:
                 bounded(call.payload, f"$.calls[{index}].payload", MAX_PAYLOAD_BYTES)
             bounded_text(call.hint, f"$.calls[{index}].hint")
-            if call.requested_by and (
-                not call.requested_by.startswith("human:") or not ACTOR.match(call.requested_by)
-            ):
+            if call.requested_by and (not call.requested_by.startswith("human:") or not ACTOR.match(call.requested_by)):
                 raise InvalidEntry(
                     f"calls[{index}].requested_by: expected the human: actor the agent acts for, "
                     f"found {call.requested_by!r}"
@@ -236,16 +235,20 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
         make_body: Any,
         sig: dict[str, Any] | None,
         signer: Signer | None,
+        acting_for: str | None = None,
     ) -> Review:
         """One decision in one transaction: rules 1-4, then the person's signature over the body
         built here (``sig``, made elsewhere over :func:`signoff.audit.trust.statement`, or made
         here by ``signer``, the reviewer's own key). ``make_body(state, sealer)`` builds the body; on a
-        sealed log ``sealer`` reveals the round's values and keeps the decision's new ones."""
+        sealed log ``sealer`` reveals the round's values and keeps the decision's new ones. ``acting_for``:
+        the reviewer whose delegation the decider acts under (rule 2b), named in the body."""
 
         def work(tx: Tx) -> Review:
             row = self._row(tx, review_id)
             state = state_from_row(row) if row is not None else None
             decider = self._reviewer_state(tx, reviewer)
+            if acting_for is not None:  # what the delegations in force lend them, from the log
+                decider = self._acting(tx, reviewer, acting_for, decider)
             current = rules.check_open(state, review_id)
             rules.check_decider(reviewer, decider, current)
             rules.check_deadline(current, tx.at)
@@ -256,7 +259,9 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
             values.keep(tx.rows, tx.log, review_id, sealer.kept)
             if new_state.status == "pending":  # an approval toward a quorum: the review stays open
                 patch = body.get("patch") if kind == "review.edited" else None
-                data = rules.progress_data(json.loads(row.data), new_state, reviewer, entry.seq, patch)
+                data = rules.progress_data(
+                    json.loads(row.data), new_state, reviewer, entry.seq, patch, body.get("acting_for")
+                )
                 tx.rows(_PROGRESS_SQL, json.dumps(data), row.id)
                 return sealer.shown(closed_review(row, {"data": json.dumps(data)}))
             closed = self._close(tx, row, entry, new_state.status, final_args, new_state.final_digest)
@@ -275,6 +280,7 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
         signer: Signer | None = None,
         round: int | None = None,
         payload_salt: str | None = None,
+        acting_for: str | None = None,
     ) -> Review:
         """Approve the args as opened, or as the round's edit left them (``review.approved``); ``payload``
         answers the tool's own question. ``round``: the round the person saw; a review edited since is
@@ -291,9 +297,9 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
             if sealer.sealed and state.args is not None:
                 sealer.args(state.args)  # the values approved are the ones beside the log, checked here
             answer = sealer.payload(payload, salt, state.round_payload)
-            return decision.approve_body(review_id, state.args_digest, rationale, answer, _round_of(state))
+            return decision.approve_body(review_id, state.args_digest, rationale, answer, _round_of(state), acting_for)
 
-        return self._decide(review_id, "review.approved", reviewer, body, sig, signer)
+        return self._decide(review_id, "review.approved", reviewer, body, sig, signer, acting_for)
 
     def edit(
         self,
@@ -308,6 +314,7 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
         round: int | None = None,
         salts: dict[str, str] | None = None,
         payload_salt: str | None = None,
+        acting_for: str | None = None,
     ) -> Review:
         """Approve patched args (``review.edited``): the RFC 6902 patch applies to the round's args.
         ``round``: as for :meth:`approve`. On a log that keeps values in its entries the patch is stored
@@ -330,11 +337,11 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
             check_args(state.schema, result)
             answer = sealer.payload(payload, salt, None)
             if not sealer.sealed:
-                return decision.edit_body(review_id, patch, result, rationale, answer, _round_of(state))
+                return decision.edit_body(review_id, patch, result, rationale, answer, _round_of(state), acting_for)
             recorded, final = sealer.edit(state.args, plain, result, given)
-            return decision.edit_body(review_id, recorded, final, rationale, answer, _round_of(state))
+            return decision.edit_body(review_id, recorded, final, rationale, answer, _round_of(state), acting_for)
 
-        return self._decide(review_id, "review.edited", reviewer, body, sig, signer)
+        return self._decide(review_id, "review.edited", reviewer, body, sig, signer, acting_for)
 
     def reject(
         self,
@@ -344,6 +351,7 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
         reason: str,
         sig: dict[str, Any] | None = None,
         signer: Signer | None = None,
+        acting_for: str | None = None,
     ) -> Review:
         """Reject with a required reason (``review.rejected``); the tool never runs."""
         if not isinstance(reason, str) or not reason.strip():
@@ -351,9 +359,9 @@ class ReviewService(ReviewQueries, ReviewPolicies, ReviewLeases):
         bounded_text(reason, "$.reason")
 
         def body(_state: rules.ReviewState, _sealer: Sealer) -> dict[str, Any]:
-            return decision.reject_body(review_id, reason)
+            return decision.reject_body(review_id, reason, acting_for)
 
-        return self._decide(review_id, "review.rejected", reviewer, body, sig, signer)
+        return self._decide(review_id, "review.rejected", reviewer, body, sig, signer, acting_for)
 
     def withdraw(self, review_id: str, *, actor: str, reason: str) -> Review:
         """Withdraw an open review because the run was cancelled or abandoned."""

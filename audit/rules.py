@@ -75,6 +75,7 @@ class ReviewState:
     claim: tuple[str, str] | None = None  # (reviewer, until)
     requested_by: str | None = None  # on whose behalf the agent acted (a human:), when the app said
     self_approval: bool = False  # the log's policy in force lets that person approve it anyway
+    seats: tuple[str, ...] = ()  # the delegators the round's delegated approvals sat for (rule 2b)
 
     def roles_that_decide(self) -> tuple[str | None, ...]:
         """The review's role, and the role it was escalated to (either may decide)."""
@@ -160,11 +161,18 @@ def decide(
     """
     current = check_open(state, review_id)
     check_decider(actor, reviewer, current)
-    if kind != "review.rejected" and actor == current.requested_by and not current.self_approval:
-        raise SelfApproval(
-            f"review {review_id}: expected an approver other than the person who asked for the call, found "
-            f"{actor} approving their own request (they may reject it; a log policy with self_approval lets them)"
-        )
+    acting_for = body.get("acting_for")  # rule 2b: the caller checked the delegation into ``reviewer``
+    if kind != "review.rejected" and current.requested_by and not current.self_approval:
+        if actor == current.requested_by:
+            raise SelfApproval(
+                f"review {review_id}: expected an approver other than the person who asked for the call, found "
+                f"{actor} approving their own request (they may reject it; a log policy with self_approval lets them)"
+            )
+        if acting_for == current.requested_by:
+            raise SelfApproval(
+                f"review {review_id}: expected an approver other than the person who asked for the call, found "
+                f"{actor} approving for {acting_for}, their own request (a delegate may reject it)"
+            )
     check_deadline(current, at)
     quorum = current.approvals_needed > 1
     if quorum and kind != "review.rejected" and body.get("round") != current.round:
@@ -183,12 +191,13 @@ def decide(
                 f"review {review_id}: expected approvals by {current.approvals_needed} different people, "
                 f"found {actor} approving round {current.round} twice"
             )
+        _check_seat(current, review_id, actor, acting_for)
         if current.approvers and body.get("payload") != current.round_payload:
             raise OtherAnswer(
                 f"review {review_id}: expected the same answer as the round's earlier approval "
                 f"({current.round_payload!r}), found {body.get('payload')!r}; edit to change it"
             )
-        return _approved_by(current, actor, body.get("payload"))
+        return _approved_by(current, actor, body.get("payload"), seat=acting_for)
     if kind == "review.edited":
         if current.args is None:
             raise PatchFailed(f"review {review_id}: expected opened args to patch, found none")
@@ -201,8 +210,8 @@ def decide(
                 f"review {review_id}: expected args_digest {found} of the patched args, found {body.get('args_digest')}"
             )
         # A new round on the edited args; the editor's own approval counts as its first.
-        fresh = replace(current, args=result, args_digest=found, round=current.round + 1, approvers=())
-        return _approved_by(fresh, actor, body.get("payload"), edited=True)
+        fresh = replace(current, args=result, args_digest=found, round=current.round + 1, approvers=(), seats=())
+        return _approved_by(fresh, actor, body.get("payload"), edited=True, seat=acting_for)
     if kind == "review.rejected":
         reason = body.get("reason")
         if not isinstance(reason, str) or not reason.strip():
@@ -211,11 +220,29 @@ def decide(
     raise ValueError(f"kind: expected a decision kind, found {kind!r}")
 
 
+def _check_seat(state: ReviewState, review_id: str, actor: str, acting_for: Any) -> None:
+    """Rule 2b in a quorum: a delegate sits in their delegator's seat, so a round counts each person once,
+    whether they approve themselves or someone approves for them."""
+    if actor in state.seats:
+        raise AlreadyApproved(
+            f"review {review_id}: expected approvals by {state.approvals_needed} different people, found {actor} "
+            f"approving round {state.round}, in which a delegate approved for them already"
+        )
+    if isinstance(acting_for, str) and acting_for in set(state.approvers) | set(state.seats):
+        raise AlreadyApproved(
+            f"review {review_id}: expected approvals by {state.approvals_needed} different people, found {actor} "
+            f"approving for {acting_for}, who counted in round {state.round} already"
+        )
+
+
 def _approved_by(
-    state: ReviewState, actor: str, payload: Any, *, edited: bool = False
+    state: ReviewState, actor: str, payload: Any, *, edited: bool = False, seat: Any = None
 ) -> tuple[ReviewState, dict[str, Any] | None]:
-    """One more approval of the round; the review is decided when the round has its quorum."""
+    """One more approval of the round; the review is decided when the round has its quorum. ``seat``: the
+    delegator the approver acted for (rule 2b), who counts as having approved."""
     approvers = (*state.approvers, actor)
+    if isinstance(seat, str):
+        state = replace(state, seats=(*state.seats, seat))
     if len(approvers) < state.approvals_needed:
         return replace(state, approvers=approvers, round_payload=payload), None
     status = "edited" if edited or state.round > 0 else "approved"
@@ -396,14 +423,21 @@ def auto_data(body: dict[str, Any]) -> dict[str, Any]:
     return {"call": call, "policy": body["policy"], "inputs": body["inputs"], "final_args": call["args"]}
 
 
-def progress_data(data: dict[str, Any], state: ReviewState, by: str, seq: int, patch: Any = None) -> dict[str, Any]:
+def _approval(by: str, seq: int, acting_for: Any) -> dict[str, Any]:
+    """One approval as the projection lists it: who, at which seq, and for whom (a delegate's, rule 2b)."""
+    return {"by": by, "seq": seq, "for": acting_for} if isinstance(acting_for, str) else {"by": by, "seq": seq}
+
+
+def progress_data(
+    data: dict[str, Any], state: ReviewState, by: str, seq: int, patch: Any = None, acting_for: Any = None
+) -> dict[str, Any]:
     """The projection's ``data`` after an approval or edit that did not reach the quorum yet; ``patch``
-    is the edit that started this round."""
+    is the edit that started this round; ``acting_for`` the delegator of a delegate's approval."""
     out = dict(data)
     before = data.get("progress") or {}
     same_round = state.round == int(before.get("round", 0))
     earlier = list(before.get("approvals") or []) if same_round else []
-    progress: dict[str, Any] = {"round": state.round, "approvals": [*earlier, {"by": by, "seq": seq}]}
+    progress: dict[str, Any] = {"round": state.round, "approvals": [*earlier, _approval(by, seq, acting_for)]}
     if state.round:
         progress["args"] = state.args
         progress["patch"] = patch if patch is not None else before.get("patch")
@@ -420,6 +454,8 @@ def closed_data(
     out = {"call": data["call"], "policy": data["policy"]}
     if data.get("escalated_role"):
         out["escalated_role"] = data["escalated_role"]
+    if isinstance(body.get("acting_for"), str):  # a delegate decided (rule 2b)
+        out["acting_for"] = body["acting_for"]
     if kind in ("review.approved", "review.edited"):
         out["final_args"] = final_args
         out["rationale"] = body.get("rationale", "")
@@ -432,7 +468,7 @@ def closed_data(
         if int((data.get("policy") or {}).get("approvals", 1)) > 1:
             same_round = kind == "review.approved" and int(body.get("round", 0)) == int(progress.get("round", 0))
             earlier = list(progress.get("approvals") or []) if same_round else []
-            out["approvals"] = [*earlier, {"by": by, "seq": seq}]
+            out["approvals"] = [*earlier, _approval(by, seq, body.get("acting_for"))]
     elif kind == "review.expired":
         out["reason"] = "deadline passed"
     else:

@@ -47,7 +47,14 @@ RULES_VERSION = 2
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
 ENROLMENT = frozenset({"reviewer.enrolled", "reviewer.disabled", "key.enrolled", "key.revoked"})
 WITNESS_KINDS = frozenset({"witness.added", "witness.removed", "witness.quorum"})
-ADMIN_KINDS = ENROLMENT | {"policy.set"} | WITNESS_KINDS  # what only an admin writes (a key by code aside)
+ADMIN_KINDS = (
+    ENROLMENT | {"policy.set", "policy.declined"} | WITNESS_KINDS
+)  # only an admin writes these (a key by code aside)
+DELEGATIONS = frozenset({"delegation.granted", "delegation.revoked"})
+PROPOSED = "policy.proposed"  # a reviewer's proposal of a standing rule; an admin's policy.set makes it so
+# What a person writes with their own key (an admin may write a delegation too): each is signed when the
+# log requires signed decisions, like a decision.
+BY_PEOPLE = DECISIONS | DELEGATIONS | {PROPOSED}
 ERASED = "data.erased"  # values beside the log deleted (audit erase, retention); never an entry rewritten
 RETENTION = "retention"  # the reason of an erasure that a retention policy made
 LOG_KINDS = frozenset({"key.enrolled", "log.configured", "log.checkpoint", "log.cosigned"})
@@ -261,9 +268,10 @@ def check_signature(
     if sig is None:
         if keys:
             raise NotAllowed(f"sig: expected a signature by one of {actor}'s enrolled keys, found none")
-        if kind in DECISIONS and rules.signed_decisions:
+        if kind in BY_PEOPLE and rules.signed_decisions:
+            what = "decision" if kind in DECISIONS else kind
             raise NotAllowed(
-                f"sig: expected {actor}'s own signature on the decision (this log requires signed decisions), "
+                f"sig: expected {actor}'s own signature on the {what} (this log requires signed decisions), "
                 "found none; enroll a passkey or key for them first"
             )
         return
@@ -318,6 +326,14 @@ def check_authority(
                 f"actor with reason {RETENTION!r}), found {actor!r}"
             )
         return
+    if kind in DELEGATIONS or kind == PROPOSED:
+        # a person's own (signed as a decision is, check_signature); a delegation also an admin's, with its key
+        if actor.startswith("human:") or (kind in DELEGATIONS and actor.startswith("admin:") and actor_keyed):
+            return
+        who = "a human: reviewer" + (
+            " or an admin: actor signing with an enrolled admin key" if kind in DELEGATIONS else ""
+        )
+        raise NotAllowed(f"actor: expected {who} for {kind}, found {actor!r} (agents and services never do)")
     if kind not in ADMIN_KINDS:
         return
     if rules.version < RULES_VERSION:

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from signoff.audit import c2sp, merkle, policies, rules, sealing, trust
+from signoff.audit import c2sp, delegation, merkle, policies, proposals, rules, sealing, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import (
@@ -81,7 +81,9 @@ class Verifier(SealedChecks):
         self.witnesses: dict[str, c2sp.Witness] = {}  # the witnesses an admin named on the log (witness.added)
         self.quorum = 0
         self.reviewers: dict[str, rules.ReviewerState] = {}
+        self.delegations = delegation.Delegations()  # every delegation.granted so far, and its revocation
         self.policies: list[policies.PolicyDef] = []  # every policy.set so far (signoff.audit.policies)
+        self.proposals = proposals.Proposals()  # every policy.proposed so far, and what became of it
         self.reviews: dict[str, ReviewFacts] = {}
         self.frontiers: dict[str, list[Any]] = {}  # id -> [open count, size, resumed seq, opened seq]
         self.lookup_review: Callable[[str], ReviewFacts | None] | None = None
@@ -241,6 +243,10 @@ class Verifier(SealedChecks):
             self.ring = trust.Keyring(trust.LogRules(str(self.log)))
         if data["kind"] in ("reviewer.enrolled", "reviewer.disabled", "policy.set"):
             self._apply(seq, data)
+        if data["kind"] in ("policy.set", proposals.PROPOSED, proposals.DECLINED):
+            self.proposals.apply(seq, data["kind"], data["actor"], data["body"], data["at"])
+        elif data["kind"] in delegation.KINDS:
+            self.delegations.apply(seq, data["kind"], data["actor"], data["body"], data["at"])
         if data["kind"] == "log.checkpoint":
             self.checkpoints[seq] = str(data["body"].get("root"))
             if isinstance(data["body"].get("note"), str):
@@ -264,7 +270,7 @@ class Verifier(SealedChecks):
             allowed = rules.ReviewerState(actor, tuple(r for r in state.roles_that_decide() if r), ())
             facts.state, _args = rules.decide(state, state.id, kind, actor, body, at, allowed)
             patch = body.get("patch") if kind == "review.edited" else None
-            facts.opened = rules.progress_data(facts.opened, facts.state, actor, seq, patch)
+            facts.opened = rules.progress_data(facts.opened, facts.state, actor, seq, patch, body.get("acting_for"))
         elif kind == "review.escalated":
             facts.state = replace(state, escalated_role=str(body.get("role")))
             facts.opened = {**facts.opened, "escalated_role": body.get("role")}
@@ -366,14 +372,14 @@ class Verifier(SealedChecks):
         elif kind in DECISIONS:
             rid = str(body.get("review"))
             facts = self._review(rid)
-            decider = self.reviewers.get(actor)
+            decider = self._decider(actor, body, at)
             state, final_args = rules.decide(facts.state if facts else None, rid, kind, actor, body, at, decider)
             if kind == "review.edited" and facts is not None and state.args is not None:
                 self._sealed_schema(seq, rid, facts.state.schema, state.args)
             if state.status == "pending":  # one approval toward the policy's quorum
                 assert facts is not None and facts.opened is not None
                 patch = body.get("patch") if kind == "review.edited" else None
-                facts.opened = rules.progress_data(facts.opened, state, actor, seq, patch)
+                facts.opened = rules.progress_data(facts.opened, state, actor, seq, patch, body.get("acting_for"))
                 facts.state = state
             else:
                 self._close(seq, facts, state, data, final_args)
@@ -383,8 +389,24 @@ class Verifier(SealedChecks):
             self._escalated(actor, body, at)
         elif kind == "review.claimed":
             self._claimed(actor, body, at)
+        elif kind in delegation.KINDS:
+            self._delegation(seq, kind, actor, body, at)
         elif kind == "policy.set":
+            if "proposal" in body:  # an admin approving a reviewer's proposal (rule 7)
+                found = self.proposals.by_id.get(str(body.get("proposal")))
+                in_force = policies.in_force(self.policies, found.tool) if found is not None else None
+                proposals.check_approval(body, found, in_force)
             self.policies.append(policies.parse(body, seq))
+            self.proposals.apply(seq, kind, actor, body, at)
+        elif kind == proposals.PROPOSED:
+            tool = str(body.get("tool"))
+            known = str(body.get("proposal")) in self.proposals.by_id
+            in_force = policies.in_force(self.policies, tool)
+            proposals.check_proposal(actor, body, self.reviewers.get(actor), in_force, known=known)
+            self.proposals.apply(seq, kind, actor, body, at)
+        elif kind == proposals.DECLINED:
+            proposals.check_decline(body, self.proposals.by_id.get(str(body.get("proposal"))))
+            self.proposals.apply(seq, kind, actor, body, at)
         elif kind == "review.expired":
             facts = self._review(str(body.get("review")))
             self._close(seq, facts, rules.expire(facts.state if facts else None, str(body.get("review")), at), data)
@@ -705,12 +727,39 @@ class Verifier(SealedChecks):
         if not actor.startswith("service:") and actor != reviewer:
             raise NotAllowed(f"actor: expected the desk (service:) or {reviewer} to claim, found {actor!r}")
         facts = self._review(review_id)
-        state = rules.claim(
-            facts.state if facts else None, review_id, reviewer, self.reviewers.get(reviewer), at, body.get("until")
-        )
+        who = self._decider(reviewer, body, at)
+        state = rules.claim(facts.state if facts else None, review_id, reviewer, who, at, body.get("until"))
         assert facts is not None and facts.opened is not None
         facts.state = state
         facts.opened = {**facts.opened, "claim": {"reviewer": reviewer, "until": body.get("until")}}
+
+    def _decider(self, actor: str, body: dict[str, Any], at: str) -> rules.ReviewerState | None:
+        """Who decides (or claims): the reviewer as enrolled, or, when the body names ``acting_for``, what
+        the delegations in force lend them (rule 2b)."""
+        own = self.reviewers.get(actor)
+        if "acting_for" not in body:
+            return own
+        acting_for = body["acting_for"]
+        giver = self.reviewers.get(acting_for) if isinstance(acting_for, str) else None
+        return delegation.acting(actor, acting_for, at, own, giver, self.delegations.to(actor))
+
+    def _delegation(self, seq: int, kind: str, actor: str, body: dict[str, Any], at: str) -> None:
+        """``delegation.granted`` / ``delegation.revoked`` (rule 2b): only roles the delegator holds
+        themselves, to another enabled reviewer, for a window; ended by its delegator, delegate or an admin."""
+        ident = str(body.get("delegation"))
+        if kind == delegation.GRANTED:
+            giver, taker = body.get("delegator"), body.get("delegate")
+            delegation.check_grant(
+                actor,
+                body,
+                at,
+                self.reviewers.get(giver) if isinstance(giver, str) else None,
+                self.reviewers.get(taker) if isinstance(taker, str) else None,
+                known=ident in self.delegations.by_id,
+            )
+        else:
+            delegation.check_revoke(actor, body, self.delegations.by_id.get(ident))
+        self.delegations.apply(seq, kind, actor, body, at)
 
     def _close(
         self,

@@ -25,6 +25,7 @@ from signoff.audit.entry import ABANDONED, NEVER_RUN, format_hash
 from signoff.audit.errors import AuditError, UnusableInput, VerificationFailed
 from signoff.audit.tlog_cosignature import CosignatureVerifier
 from signoff.audit.tree_head import Checkpoint
+from signoff.audit.trust import DELEGATIONS as DELEGATION_KINDS
 from signoff.audit.trust import ENROLMENT as TRUST_KINDS
 from signoff.audit.trust import WITNESS_KINDS
 from signoff.audit.verifier import ReviewFacts, Verifier
@@ -317,7 +318,17 @@ def _resume_from(store: Store, point: Checkpoint) -> Verifier:
     v = Verifier(start=size, prev=last_hash, compact=compact)
     trusted = [
         item
-        for kind in (*TRUST_KINDS, "log.configured", "log.checkpoint", "log.cosigned", *WITNESS_KINDS)
+        for kind in (
+            *TRUST_KINDS,
+            "log.configured",
+            "log.checkpoint",
+            "log.cosigned",
+            *WITNESS_KINDS,
+            *DELEGATION_KINDS,
+            "policy.set",  # the policies in force before the checkpoint govern the reviews after it
+            "policy.proposed",
+            "policy.declined",
+        )
         for item in store.entries(0, size, kind=kind)
     ]
     for item in sorted(trusted, key=lambda e: e.seq):

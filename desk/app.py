@@ -25,7 +25,7 @@ from signoff.desk.deps import NeedSignIn
 from signoff.desk.errors import classify, problem
 from signoff.desk.guard import DEFAULT_MAX_BODY, Guard
 from signoff.desk.metrics import Metrics
-from signoff.desk.routes import api, decided, log, ops, reviews, signin, slack, tlog
+from signoff.desk.routes import api, decided, delegations, log, ops, proposals, reviews, signin, slack, tlog
 from signoff.desk.scope import ToolRoles
 from signoff.desk.sse import Broker
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
@@ -164,6 +164,10 @@ def create_app(
     app.include_router(decided.router)
     app.include_router(log.router)
     app.include_router(slack.router)
+    app.include_router(delegations.router)
+    app.include_router(delegations.api)
+    app.include_router(proposals.router)
+    app.include_router(proposals.api)
     if serve_tlog:
         app.include_router(tlog.router)
     # The page's JS and CSS go compressed (a phone on a slow link loads about a quarter of their bytes). Only

@@ -79,7 +79,10 @@ class Desk:
     def scope(self, who: SignedIn) -> Scope:
         """What this signed-in reviewer may see and decide (desk/scope.py)."""
         info = who.info if who.info is not None else self.svc.reviewer(who.reviewer)
-        return Scope.of(who.reviewer, info)
+        # What delegations in force lend them (rule 2b): read from the log, once per log size and 5 s
+        # (a delegation also ends by the clock, with no entry: seen within 5 s; audit checks each decision again).
+        lent = self.cache.read_for(("lent", who.reviewer, self.store.size()), 5.0, lambda: self.svc.lent(who.reviewer))
+        return Scope.of(who.reviewer, info, lent)
 
     def visible(self, scope: Scope) -> ColumnElement[bool]:
         return visible_filter(scope, self.tool_roles)

@@ -14,6 +14,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from sqlmodel import Field, Session, SQLModel, create_engine
 
+from signoff.desk.signin_links import SignInLink
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -116,6 +118,7 @@ def make_engine(store_url: str) -> Engine:
             ApiToken.__table__,  # type: ignore[attr-defined]
             PasskeyChallenge.__table__,  # type: ignore[attr-defined]
             ThrottleRow.__table__,  # type: ignore[attr-defined]
+            SignInLink.__table__,  # type: ignore[attr-defined]
         ],
     )
     return engine

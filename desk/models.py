@@ -61,6 +61,7 @@ class ApprovalPublic(BaseModel):
 
     by: str = Field(description="the reviewer who approved (after an edit, the editor is the round's first)")
     seq: int = Field(description="the log entry of the approval (review.approved or review.edited)")
+    acting_for: str | None = Field(None, description="a delegate's approval: the reviewer they approved for")
 
 
 class ErasurePublic(BaseModel):
@@ -149,6 +150,9 @@ class ReviewPublic(BaseModel):
     erasures: list[ErasurePublic] = Field(
         [], description="sealed: each `data.erased` naming the review (its erased values stay commitments here)"
     )
+    decided_for: str | None = Field(
+        None, description="a delegate decided: the reviewer whose delegation they decided under (SPEC.md rule 2b)"
+    )
 
     @classmethod
     def of(cls, r: Any, summary: Any = None, disagrees: str = "") -> ReviewPublic:
@@ -196,7 +200,9 @@ class ReviewPublic(BaseModel):
             answer_payload=r.answer_payload,
             executed=r.executed,
             resumed=r.resumed,
-            approvals=[ApprovalPublic(by=by, seq=seq) for by, seq in getattr(r, "approvals", ())],
+            approvals=[
+                ApprovalPublic(by=by, seq=seq, acting_for=_for(r, seq)) for by, seq in getattr(r, "approvals", ())
+            ],
             approvals_needed=int(getattr(r, "approvals_needed", 1) or 1),
             round=int(getattr(r, "round", 0) or 0),
             round_args=quorum.round_args(r) if r.status == "pending" else None,
@@ -208,7 +214,13 @@ class ReviewPublic(BaseModel):
             private=list(r.policy.private) if getattr(r.policy, "private", None) is not None else None,
             round_payload_salt=getattr(r, "round_payload_salt", None) if r.status == "pending" else None,
             erasures=[ErasurePublic(at=at, by=by, reason=why) for at, by, why in getattr(r, "erasures", ())],
+            decided_for=_for(r, r.decision_seq),
         )
+
+
+def _for(r: Any, seq: int | None) -> str | None:
+    acting_for = getattr(r, "acting_for", None)
+    return acting_for(seq) if callable(acting_for) else None
 
 
 def _claim(r: Any) -> ClaimPublic | None:
@@ -247,6 +259,11 @@ class OutcomePublic(BaseModel):
 class ReviewDetail(ReviewPublic):
     frontier_reviews: list[ReviewPublic] = []
     can_decide: bool = False
+    acting_for: str | None = Field(
+        None,
+        description="for you: whom you decide this review for, under their delegation to you; put it in your "
+        "decision's body and request as `acting_for` (null: your own roles cover it)",
+    )
     outcome: OutcomePublic | None = None
 
 
@@ -278,6 +295,9 @@ log will record (`signoff.audit.decision` builds it the same way):
 * edit: `{"review": <id>, "patch": <your RFC 6902 patch, exactly as sent>, "args_digest":
   "sha256:" + hex(SHA-256(RFC 8785 of the patched args)), "rationale": <"" if none>}` plus `"payload"`;
 * reject: `{"review": <id>, "reason": <your reason>}`.
+
+A delegate deciding under someone's delegation (the review's `acting_for` for you) adds
+`"acting_for": <that reviewer>` to any of the three bodies, and sends it beside the signature.
 
 On a review that needs several approvals (`approvals_needed` > 1) the approve and edit bodies also carry
 `"round": <the review's round>`, and the args are the round's (`round_args`), not the opened ones: an
@@ -336,6 +356,12 @@ PAYLOAD_SALT_DOC = (
 )
 
 
+ACTING_FOR_DOC = (
+    "the reviewer you decide for, under their delegation to you (the review's `acting_for`); it is part of the "
+    "body you sign"
+)
+
+
 class ApproveIn(BaseModel):
     rationale: str = Field("", max_length=10_000)
     payload: Any = None
@@ -345,6 +371,7 @@ class ApproveIn(BaseModel):
         description="the round you reviewed (`round` of the review); on a review that needs several approvals, "
         "a decision on a round the review has left (someone edited since) is refused with 409",
     )
+    acting_for: str | None = Field(None, max_length=220, description=ACTING_FOR_DOC)
     sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 
@@ -366,11 +393,13 @@ class EditIn(BaseModel):
         description="the round you reviewed (`round` of the review); on a review that needs several approvals, "
         "a decision on a round the review has left (someone edited since) is refused with 409",
     )
+    acting_for: str | None = Field(None, max_length=220, description=ACTING_FOR_DOC)
     sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 
 class RejectIn(BaseModel):
     reason: str = Field(min_length=1, max_length=10_000)
+    acting_for: str | None = Field(None, max_length=220, description=ACTING_FOR_DOC)
     sig: DecisionSig | None = Field(None, description=SIG_DOC)
 
 

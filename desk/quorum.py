@@ -45,6 +45,7 @@ class Progress:
     approved_by: tuple[str, ...]  # the current round's approvers, in order (after an edit, the editor first)
     still: tuple[str, ...]  # who else may approve this round: enrolled, enabled, covering the tool and role
     mine: bool  # the reader approved this round already
+    labels: tuple[str, ...] = ()  # the approvers as the line names them ("X, for Y": a delegate's, rule 2b)
 
     @property
     def quorum(self) -> bool:
@@ -59,7 +60,7 @@ class Progress:
     def line(self) -> str:
         """The progress line: "1 of 2 approvals: human:alice@example.org"."""
         done = f"{len(self.approved_by)} of {self.needed} approvals"
-        return f"{done}: {', '.join(self.approved_by)}" if self.approved_by else done
+        return f"{done}: {'; '.join(self.labels or self.approved_by)}" if self.approved_by else done
 
     @property
     def named(self) -> tuple[str, ...]:
@@ -101,7 +102,9 @@ def may_approve(reviewers: Iterable[Any], review: Any) -> tuple[str, ...]:
     than ``observer``, which decides nothing in the desk) and tools cover the tool with the review's
     role or the role it was escalated to (:func:`signoff.audit.rules.covers`), less those who approved
     this round already."""
-    done = {by for by, _seq in getattr(review, "approvals", ())}
+    approvals = tuple(getattr(review, "approvals", ()))
+    lent = dict(getattr(review, "delegated", ()))
+    done = {by for by, _seq in approvals} | {lent[seq] for _by, seq in approvals if seq in lent}  # seats (rule 2b)
     roles = review_roles(review)
     out = []
     for info in reviewers:
@@ -115,7 +118,9 @@ def may_approve(reviewers: Iterable[Any], review: Any) -> tuple[str, ...]:
 
 def progress(review: Any, reader: str, reviewers: Sequence[Any] | None = None) -> Progress:
     """The review's approvals this round, and (given the enrolled ``reviewers``) who may still approve."""
-    approved = tuple(by for by, _seq in getattr(review, "approvals", ()))
+    approvals = tuple(getattr(review, "approvals", ()))
+    approved = tuple(by for by, _seq in approvals)
+    lent = dict(getattr(review, "delegated", ()))
     still = may_approve(reviewers, review) if reviewers is not None and review.status == "pending" else ()
     return Progress(
         needed=int(getattr(review, "approvals_needed", 1) or 1),
@@ -123,6 +128,7 @@ def progress(review: Any, reader: str, reviewers: Sequence[Any] | None = None) -
         approved_by=approved,
         still=still,
         mine=reader in approved,
+        labels=tuple(f"{by}, for {lent[seq]}" if seq in lent else by for by, seq in approvals),
     )
 
 

@@ -40,19 +40,49 @@ ADMIN = "admin"
 
 
 @dataclass(frozen=True)
+class Lent:
+    """What one delegator lends the reviewer now (SPEC.md §7 rule 2b): roles, under the delegator's tools."""
+
+    delegator: str
+    roles: frozenset[str]
+    tools: tuple[str, ...]
+    until: str = ""  # when it ends, as the log writes times
+
+    def covers(self, tool: str, role: str | None) -> bool:
+        if role is not None and role not in self.roles and ADMIN not in self.roles:
+            return False
+        return _matches(self.tools, tool)
+
+
+def _matches(tools: tuple[str, ...], tool: str) -> bool:
+    return not tools or any(fnmatch.fnmatchcase(tool, glob) for glob in tools)
+
+
+@dataclass(frozen=True)
 class Scope:
-    """What one signed-in reviewer may see and decide."""
+    """What one signed-in reviewer may see and decide: their own roles and tools, and what delegations
+    in force lend them (a delegate sees and decides what the delegator would, for them)."""
 
     reviewer: str
     roles: frozenset[str]
     tools: tuple[str, ...]
     enabled: bool = True
+    lent: tuple[Lent, ...] = ()
 
     @classmethod
-    def of(cls, reviewer: str, info: Any) -> Scope:
+    def of(cls, reviewer: str, info: Any, lent: Iterable[Any] = ()) -> Scope:
+        """``lent``: what delegations lend them, as ``ReviewService.lent`` gives it."""
         if info is None:
             return cls(reviewer, frozenset(), (), False)
-        return cls(reviewer, frozenset(info.roles), tuple(info.tools), bool(info.enabled))
+        given = tuple(
+            Lent(item.delegator, frozenset(item.state.roles), tuple(item.state.tools), item.until) for item in lent
+        )
+        return cls(reviewer, frozenset(info.roles), tuple(info.tools), bool(info.enabled), given)
+
+    @property
+    def lent_until(self) -> str | None:
+        """When the first delegation this scope counts on ends (a live stream ends then, to be opened again)."""
+        return min((lent.until for lent in self.lent), default=None)
 
     @property
     def observer(self) -> bool:
@@ -61,19 +91,24 @@ class Scope:
 
     @property
     def deciding_roles(self) -> frozenset[str]:
-        return self.roles - {OBSERVER}
+        """The roles this reviewer decides with: their own (not ``observer``), and those lent to them."""
+        return (self.roles - {OBSERVER}).union(*(lent.roles for lent in self.lent)) if self.enabled else frozenset()
 
     def tool_matches(self, tool: str) -> bool:
-        return not self.tools or any(fnmatch.fnmatchcase(tool, glob) for glob in self.tools)
+        return _matches(self.tools, tool) or any(_matches(lent.tools, tool) for lent in self.lent)
 
-    def covers(self, tool: str, role: str | None) -> bool:
-        """Rule 2 of ``audit`` (``rules.covers``), with ``observer`` granting no decision."""
-        roles = self.deciding_roles
+    def covers_own(self, tool: str, role: str | None) -> bool:
+        """Rule 2 of ``audit`` (``rules.covers``) with their own roles, ``observer`` granting no decision."""
+        roles = self.roles - {OBSERVER}
         if not self.enabled or not roles:
             return False
         if role is not None and role not in roles and ADMIN not in roles:
             return False
-        return self.tool_matches(tool)
+        return _matches(self.tools, tool)
+
+    def covers(self, tool: str, role: str | None) -> bool:
+        """Rule 2 with their own roles, or rule 2b with a delegation's."""
+        return self.covers_own(tool, role) or (self.enabled and any(lent.covers(tool, role) for lent in self.lent))
 
     def sees(self, tool: str, roles: Iterable[str | None]) -> bool:
         return self.observer or any(self.covers(tool, role) for role in roles)
@@ -84,6 +119,15 @@ class Scope:
     def may_decide(self, review: Any) -> bool:
         """Whether the desk offers this reviewer a decision on ``review`` (``audit`` checks it again)."""
         return review.status == "pending" and any(self.covers(review.call.tool, r) for r in review_roles(review))
+
+    def acting_for(self, review: Any) -> str | None:
+        """Whom this reviewer decides ``review`` for: None when their own roles cover it, else the first
+        delegator whose delegation does (the decision's body names them: rule 2b)."""
+        roles = review_roles(review)
+        if any(self.covers_own(review.call.tool, r) for r in roles):
+            return None
+        tool = review.call.tool
+        return next((lent.delegator for lent in self.lent if any(lent.covers(tool, r) for r in roles)), None)
 
 
 def review_roles(review: Any) -> tuple[str | None, ...]:
@@ -298,6 +342,7 @@ def visible_entries(scope: Scope, tool_roles: ToolRoles, entries: list[Any]) -> 
 
 __all__ = [
     "OBSERVER",
+    "Lent",
     "Scope",
     "Subject",
     "ToolRoles",

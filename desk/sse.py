@@ -26,7 +26,9 @@ an opened call whose values do not check carries none of them, and ``problem``.
 
 Each browser only hears about reviews its reviewer may see (desk/scope.py). A stream ends within
 half a second when its session is closed (sign-out, here or on another replica) or its reviewer
-is disabled or re-enrolled.
+is disabled or re-enrolled; a delegate's when a delegation to them is granted or revoked, when their
+delegator is disabled or re-enrolled, or when a delegation it counts on ends (the page then opens a
+stream with what it sees now).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ CLOSING_KINDS = {
     "review.auto_approved": "auto_approved",
 }
 REVIEWER_KINDS = {"reviewer.disabled": "disabled", "reviewer.enrolled": "roles changed"}
+DELEGATION_KINDS = frozenset({"delegation.granted", "delegation.revoked"})
 QUORUM_KINDS = ("review.approved", "review.edited")
 SHORT = 200  # characters of an actor or role name an event carries
 TIME = 32  # characters of a log time ("2026-11-30T14:00:00.123456Z")
@@ -365,6 +368,12 @@ class Broker:
                 reviewer = (entry.body or {}).get("reviewer")
                 if end_streams and isinstance(reviewer, str):
                     self.end(reviewer=reviewer, reason=REVIEWER_KINDS[entry.kind])
+                    self.end(delegator=reviewer, reason="the delegator's roles changed")
+                continue
+            if entry.kind in DELEGATION_KINDS:  # what the delegate sees changes: their page opens it again
+                delegate = (entry.body or {}).get("delegate")
+                if end_streams and isinstance(delegate, str):
+                    self.end(reviewer=delegate, reason="delegation changed")
                 continue
             ev = event_of(entry, logged.get(str((entry.body or {}).get("review"))), look)
             if ev is None:
@@ -398,14 +407,23 @@ class Broker:
         for sub in subs:
             self._put(sub, ev)
 
-    def end(self, *, reviewer: str | None = None, session: str | None = None, reason: str = "signed out") -> int:
-        """End the streams of a reviewer or of one session (within the event loop's next turn)."""
+    def end(
+        self,
+        *,
+        reviewer: str | None = None,
+        session: str | None = None,
+        delegator: str | None = None,
+        reason: str = "signed out",
+    ) -> int:
+        """End the streams of a reviewer, of one session, or of the delegates of ``delegator`` (within the
+        event loop's next turn)."""
         with self._lock:
             subs = [
                 s
                 for s in self._subs
                 if (reviewer is not None and s.scope is not None and s.scope.reviewer == reviewer)
                 or (session is not None and s.session == session)
+                or (delegator is not None and s.scope is not None and delegator in (x.delegator for x in s.scope.lent))
             ]
         for sub in subs:
             self._put(sub, {"type": "bye", "reason": reason})

@@ -47,6 +47,7 @@ class Outcome:
     status: int | None = None
     error: str = ""
     retry_after: float | None = None
+    skipped: bool = False  # nothing to send any more (a reminder of a review decided meanwhile)
 
 
 def body_bytes(payload: Mapping[str, Any]) -> bytes:

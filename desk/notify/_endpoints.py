@@ -18,7 +18,7 @@ from sqlmodel import col
 
 from signoff.audit.entry import format_time
 from signoff.desk.notify._errors import ConfigError
-from signoff.desk.notify._events import AFTER_EVENTS, EVENT_NAMES, Event
+from signoff.desk.notify._events import AFTER, AFTER_EVENTS, EVENT_NAMES, REMINDER, Event
 from signoff.desk.notify._tables import Engines, NotifyCursor, NotifyEndpoint, NotifyJob
 
 KINDS = ("webhook", "slack", "slack-app", "email")
@@ -48,6 +48,8 @@ class Endpoint:
         """Does this endpoint take ``event``? Tool globs match like reviewers' (``fnmatchcase``)."""
         if not self.enabled:
             return False
+        if event.type == REMINDER and not self.reminds(event.variant):
+            return False
         if self.events and event.name not in self.events:
             return False
         if not self.events and event.name in AFTER_EVENTS and self.kind != "slack-app":
@@ -55,6 +57,29 @@ class Endpoint:
         if self.tools and not any(fnmatch.fnmatchcase(event.tool, glob) for glob in self.tools):
             return False
         return not self.roles or event.role in self.roles
+
+    def reminds(self, variant: str) -> bool:
+        """Whether this endpoint sends a reminder of this variant: it has the setting, and sends reminders to
+        each person (a Slack app with DMs, e-mail) or lists the ``reminder`` event (a webhook, Slack)."""
+        setting = self.settings.get("remind_after" if variant == AFTER else "remind_before")
+        if not setting:
+            return False
+        if self.kind == "slack-app":
+            return bool(self.settings.get("dm", True))
+        return self.kind == "email" or "reminder" in self.events
+
+    def remind_due(self, event: Event) -> float | None:
+        """When this endpoint sends the reminder ``event`` (unix seconds), or None: never (a deadline too
+        close, or no deadline for a reminder before it)."""
+        from signoff.audit.entry import parse_time
+
+        at = parse_time(event.at).timestamp()
+        if event.variant == AFTER:
+            return at + float(self.settings["remind_after"])
+        if event.facts.deadline is None:
+            return None
+        due = parse_time(event.facts.deadline).timestamp() - float(self.settings["remind_before"])
+        return due if due > at else None
 
     def public(self) -> dict[str, Any]:
         """What ``desk notify list`` shows: secrets and secret-bearing URLs left out."""
@@ -99,6 +124,21 @@ def _address(value: Any, what: str) -> str:
     return text
 
 
+_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def _seconds(value: Any, what: str) -> float:
+    """A reminder's time: seconds, or ``90s``, ``30m``, ``4h``, ``1d``."""
+    text = str(value).strip()
+    try:
+        seconds = float(text[:-1]) * _UNITS[text[-1]] if text[-1:] in _UNITS else float(text)
+    except (ValueError, IndexError):
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(f"{what}: expected a time > 0 (seconds, or 30m, 4h, 1d), found {text[:40]!r}")
+    return seconds
+
+
 def check(endpoint: Endpoint) -> Endpoint:
     """Refuse an endpoint the notifier could not use; return it with its settings normalised."""
     if not NAME.match(endpoint.name):
@@ -111,6 +151,13 @@ def check(endpoint: Endpoint) -> Endpoint:
     if not endpoint.deadline_lead > 0:
         raise ConfigError(f"deadline_lead: expected seconds > 0, found {endpoint.deadline_lead}")
     s = dict(endpoint.settings)
+    for key in ("remind_after", "remind_before", "link_ttl"):
+        if key in s:
+            s[key] = _seconds(s[key], key)
+    if s.get("sign_in_links") and endpoint.kind not in ("slack-app", "email"):
+        raise ConfigError(
+            f"sign_in_links: expected a Slack app or e-mail endpoint (a link goes to one person), found {endpoint.kind}"
+        )
     if endpoint.kind in ("webhook", "slack"):
         if s.get("url_env"):
             s.pop("url", None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -25,11 +25,17 @@ from signoff.audit.entry import Entry, parse_time
 from signoff.audit.sealing import Lookup
 
 # The event types, by their short names (the CLI's ``--event``) and as sent (``review.<name>``).
-EVENT_NAMES = ("opened", "deadline_near", "escalated", "decided", "expired", "withdrawn", "ran", "refused")
+EVENT_NAMES = ("opened", "deadline_near", "escalated", "decided", "expired", "withdrawn", "ran", "refused", "reminder")
 # What happened after the decision: the tool ran (``tool.executed``), or the call never will
 # (``run.resume_failed``). A Slack app endpoint takes them to update its messages; another endpoint
 # only when it lists them (``--event ran``), so that receivers made before them see nothing new.
 AFTER_EVENTS = frozenset({"ran", "refused"})
+# A reminder to the approvers a review still needs (desk/notify/_reminders.py): an endpoint that has
+# ``remind_after`` (or ``remind_before``) set sends one; a Slack app's DMs and e-mail go to each person,
+# other endpoints take it only when they list it (``--event reminder``).
+REMINDER = "review.reminder"
+AFTER, BEFORE = "after", "before"  # a reminder's two times: some time after opening (or escalating), and
+# some time before the deadline
 DECIDED = {"review.approved": "approved", "review.edited": "edited", "review.rejected": "rejected"}
 
 SUMMARY_ARGS = 4  # key arguments shown in a summary
@@ -70,6 +76,7 @@ class Event:
     reason: str = ""  # of a rejection, an escalation or a withdrawal
     rationale: str = ""  # of an approval or an edit
     role: str | None = None  # the role it needs now: the review's, or the one it was escalated to
+    variant: str = ""  # a reminder's: AFTER (opened or escalated) or BEFORE (the deadline)
 
     @property
     def name(self) -> str:
@@ -158,11 +165,15 @@ def events_of(
             **extra,
         )
 
+    def reminder(variant: str, facts: ReviewFacts, role: str | None) -> Event:
+        made = make(REMINDER, facts, role=role, variant=variant)
+        return replace(made, id=event_id(entry.log, entry.seq, f"{REMINDER}.{variant}"))
+
     if entry.kind == "review.opened":
         facts = facts_of_opened(body, values)
-        found = [make("review.opened", facts)]
+        found = [make("review.opened", facts), reminder(AFTER, facts, facts.role)]
         if facts.deadline is not None:
-            found.append(make("review.deadline_near", facts))
+            found += [make("review.deadline_near", facts), reminder(BEFORE, facts, facts.role)]
         return found
     if entry.kind not in (*DECIDED, "review.expired", "review.withdrawn", "review.escalated", "tool.executed"):
         return []
@@ -184,7 +195,8 @@ def events_of(
         return [make("review.ran", facts)]
     if entry.kind == "review.escalated":
         role = body.get("role")
-        return [make("review.escalated", facts, reason=reason, role=role if isinstance(role, str) else facts.role)]
+        to = role if isinstance(role, str) else facts.role
+        return [make("review.escalated", facts, reason=reason, role=to), reminder(AFTER, facts, to)]
     return [make(entry.kind, facts, reason=reason)]
 
 
@@ -260,6 +272,8 @@ def summary(event: Event, *, redact: bool = False, lead: float | None = None) ->
         return f"Expired without a decision: {call}"
     if event.type == "review.ran":
         return f"Ran: {call}"
+    if event.type == REMINDER:
+        return f"Reminder: {call} still waits for a decision ({due})"
     if event.type == "review.refused":
         because = f": {clean(event.reason)}" if event.reason else ""
         return f"Will not run: {call}{because}"

@@ -50,7 +50,8 @@ from signoff.audit.values import lookup_for
 from signoff.desk.db import engine_url
 from signoff.desk.notify import _channels
 from signoff.desk.notify._endpoints import Endpoint, ensure_cursor, from_row, load
-from signoff.desk.notify._events import Event, ReviewFacts, events_of, payload
+from signoff.desk.notify._events import REMINDER, Event, ReviewFacts, events_of, payload
+from signoff.desk.notify._reminders import Reminders
 from signoff.desk.notify._slack_app import SlackApp
 from signoff.desk.notify._tables import Engines, NotifyCursor
 
@@ -283,6 +284,9 @@ class Notifier:
             limits=httpx.Limits(max_connections=self.options.workers * 2),
         )
         self._slack = SlackApp(self.engines, self.log_id, self.svc, self._client, self.options.desk_url)
+        self._reminders = Reminders(
+            self.engines, self.log_id, self.svc, self._slack, self._client, self.options.desk_url
+        )
         self.counts: Counter[str] = Counter()  # outcomes since start, for tests and the CLI
 
     # -- running ----------------------------------------------------------------------------
@@ -459,6 +463,11 @@ class Notifier:
                         continue
                     due = now
                     lead = None
+                    if event.type == REMINDER:
+                        remind_at = endpoint.remind_due(event)
+                        if remind_at is None:
+                            continue  # no deadline, or too close to it for a reminder before it
+                        due = remind_at
                     if event.type == "review.deadline_near":
                         lead = endpoint.deadline_lead
                         assert event.facts.deadline is not None
@@ -591,14 +600,24 @@ class Notifier:
             if job.event == "review.deadline_near" and not self._still_pending(job):
                 self._results.put(Result(job, "skipped", 0, at, 0.0, error="decided before its deadline drew near"))
                 return
+            reminder = job.event == REMINDER
+            if reminder and endpoint.kind in ("webhook", "slack") and not self._still_pending(job):
+                self._results.put(Result(job, "skipped", 0, at, 0.0, error="decided before the reminder was due"))
+                return
             attempt = job.attempts + 1
-            if endpoint.kind == "slack-app":
+            if reminder and endpoint.kind in ("slack-app", "email"):  # to each person the review still needs
+                outcome = self._reminders.deliver(
+                    endpoint, job.event_id, job.review, job.payload, timeout=self.options.timeout
+                )
+            elif endpoint.kind == "slack-app":
                 outcome = self._slack.deliver(endpoint, job.event, job.review, timeout=self.options.timeout)
             else:
                 outcome = _channels.send(
                     endpoint, job.payload, self._client, timeout=self.options.timeout, attempt=attempt
                 )
-            if outcome.delivered:
+            if outcome.skipped:
+                state = "skipped"
+            elif outcome.delivered:
                 state = "delivered"
             elif outcome.retry and attempt < self.options.max_attempts:
                 state = "retry"

@@ -39,6 +39,7 @@ from sqlmodel import col
 from signoff.audit import ReviewService, UnknownReview
 from signoff.audit.entry import format_time
 from signoff.audit.review_types import Review
+from signoff.desk import signin_links
 from signoff.desk.notify._channels import ERROR_CHARS, SLACK_TEXT, USER_AGENT, Outcome, _env, _retry_after, mrkdwn
 from signoff.desk.notify._endpoints import Endpoint
 from signoff.desk.notify._events import clean, key_args, review_url, when
@@ -124,6 +125,9 @@ def _state(review: Review) -> str:
     who = review.decided_by.removeprefix("human:") if review.decided_by else ""
     if review.status in ("approved", "edited", "rejected") and who:
         line += f" by {mrkdwn(clean(who, 120))}"
+        lent_by = review.acting_for(review.decision_seq)  # a delegate decided (rule 2b)
+        if lent_by:
+            line += f", for {mrkdwn(clean(lent_by.removeprefix('human:'), 120))}"
     if review.status == "edited":
         line += f": {mrkdwn(_changes(review))}"
     if review.reason and review.status in ("rejected", "withdrawn"):
@@ -205,7 +209,7 @@ class SlackApp:
             review = self.svc.get(review_id)
         except UnknownReview:
             return Outcome(False, error=f"review {review_id}: not on the log")
-        api = _Api(self.client, str(s.get("api_url") or API_URL), token, timeout)
+        api = WebApi(self.client, str(s.get("api_url") or API_URL), token, timeout)
         try:
             if event == "review.opened":
                 return self._posting_here(endpoint.name, review.id, lambda: self._post(endpoint, api, review))
@@ -213,23 +217,23 @@ class SlackApp:
         except SlackCallFailed as failed:
             return failed.outcome
 
-    def _targets(self, endpoint: Endpoint, api: _Api, review: Review) -> list[Target]:
+    def _targets(self, endpoint: Endpoint, api: WebApi, review: Review) -> list[Target]:
         s = endpoint.settings
         found = [Target(str(s["channel"]), str(s["channel"]))] if s.get("channel") else []
         if not s.get("dm", True) or review.status != "pending":
             return found
         for reviewer in self.svc.reviewers():
             email = reviewer.id.removeprefix("human:")
-            if not reviewer.enabled or "@" not in email or not self.svc.can_decide(reviewer.id, review):
-                continue
+            if not reviewer.enabled or "@" not in email or not self.svc.may_decide(reviewer.id, review):
+                continue  # (a delegate may: the desk shows them the review, for whom they act)
             if review.call.requested_by == reviewer.id:
                 continue  # they may not approve their own agent's call (rule 2a): nothing to ask them
-            user = self._user(endpoint, api, email)
+            user = self.user(endpoint, api, email)
             if user is not None:
                 found.append(Target(reviewer.id, user))
         return found
 
-    def _user(self, endpoint: Endpoint, api: _Api, email: str) -> str | None:
+    def user(self, endpoint: Endpoint, api: WebApi, email: str) -> str | None:
         """The Slack user id of ``email`` (``users.lookupByEmail``), remembered for an hour."""
         known = self._users.get((endpoint.name, email))
         if known is not None and time.monotonic() - known[0] < 3600:
@@ -244,9 +248,17 @@ class SlackApp:
         self._users[(endpoint.name, email)] = (time.monotonic(), user)
         return user
 
-    def _post(self, endpoint: Endpoint, api: _Api, review: Review) -> Outcome:
-        url = review_url(self.desk_url, review.id)
-        body = message(review, url, redact=endpoint.redact_args)
+    def link(self, endpoint: Endpoint, review: str, person: str | None) -> str:
+        """The review's URL in a message to ``person`` (None: a channel): with ``sign_in_links``, a one-time
+        sign-in link for them (desk/signin_links.py), minted now; otherwise the plain review page."""
+        if person is None or not endpoint.settings.get("sign_in_links"):
+            return review_url(self.desk_url, review)
+        ttl = float(endpoint.settings.get("link_ttl") or signin_links.DEFAULT_TTL)
+        with self.engines.write.begin() as conn:
+            token = signin_links.mint(conn, self.log_id, person, review, ttl)
+        return signin_links.url(self.desk_url, token)
+
+    def _post(self, endpoint: Endpoint, api: WebApi, review: Review) -> Outcome:
         posted = {row.target for row in self._messages(endpoint.name, review.id)}
         first = self.svc.frontier(review.frontier).reviews[0].id
         for target in self._targets(endpoint, api, review):
@@ -261,6 +273,8 @@ class SlackApp:
                 elif not posted_first and self._job_pending(endpoint.name, first, "review.opened"):
                     why = "its thread's first message is not posted yet"
                     return Outcome(False, retry=True, error=why, retry_after=WAIT_FOR_POST)
+            person = target.name if target.name.startswith("human:") else None
+            body = message(review, self.link(endpoint, review.id, person), redact=endpoint.redact_args)
             sent = {"channel": target.channel, **body, "unfurl_links": False, "unfurl_media": False}
             if thread:
                 sent["thread_ts"] = thread
@@ -298,7 +312,7 @@ class SlackApp:
         with self._lock:
             return key in self._posted
 
-    def _update(self, endpoint: Endpoint, api: _Api, review: Review) -> Outcome:
+    def _update(self, endpoint: Endpoint, api: WebApi, review: Review) -> Outcome:
         if not self._posted_here(endpoint.name, review.id) and self._job_pending(
             endpoint.name, review.id, "review.opened"
         ):  # to be retried (or posted by a notifier before this one)
@@ -359,7 +373,7 @@ def post_test(endpoint: Endpoint, payload: Mapping[str, Any], client: httpx.Clie
     if not s.get("channel"):
         return Outcome(False, error="slack-app: a test is posted to --channel, and this endpoint has none")
     try:
-        api = _Api(client, str(s.get("api_url") or API_URL), _env(s["bot_token_env"]), timeout)
+        api = WebApi(client, str(s.get("api_url") or API_URL), _env(s["bot_token_env"]), timeout)
         text = mrkdwn(str(payload.get("summary", "")))
         api.call("chat.postMessage", json_body={"channel": s["channel"], "text": text[:SLACK_TEXT]})
     except LookupError as exc:
@@ -369,7 +383,13 @@ def post_test(endpoint: Endpoint, payload: Mapping[str, Any], client: httpx.Clie
     return Outcome(True, status=200)
 
 
-class _Api:
+def web_api(endpoint: Endpoint, client: httpx.Client, timeout: float) -> WebApi:
+    """The Web API of a ``slack-app`` endpoint, with its bot token (``LookupError`` when its variable is unset)."""
+    s = endpoint.settings
+    return WebApi(client, str(s.get("api_url") or API_URL), _env(s["bot_token_env"]), timeout)
+
+
+class WebApi:
     """One endpoint's Web API calls: HTTP errors, 429 and ``ok: false`` as :class:`SlackCallFailed`."""
 
     def __init__(self, client: httpx.Client, base: str, token: str, timeout: float) -> None:

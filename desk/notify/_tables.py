@@ -17,6 +17,7 @@ from sqlmodel import Field, SQLModel
 
 from signoff.audit.driver import sqlite_engine
 from signoff.desk.db import engine_url
+from signoff.desk.signin_links import SignInLink
 
 
 class NotifyEndpoint(SQLModel, table=True):
@@ -107,8 +108,24 @@ class NotifySlackMessage(SQLModel, table=True):
     thread_ts: str = ""  # the frontier's first message, when this one is a reply to it
 
 
-TABLES = [NotifyEndpoint, NotifyCursor, NotifyJob, NotifyAttempt, NotifySlackMessage]
+class NotifySent(SQLModel, table=True):
+    """One person's reminder of one job (desk/notify/_reminders.py): marked ``sending`` in a commit before it
+    goes out and ``sent`` in one after, so that a job retried after a crash sends it to nobody twice."""
 
+    __tablename__ = "notify_sent"
+
+    log: str = Field(primary_key=True)
+    endpoint: str = Field(primary_key=True)
+    event_id: str = Field(primary_key=True)
+    recipient: str = Field(primary_key=True)  # the reviewer (human:…)
+    state: str  # sending | sent | absent (no Slack user, no address: nothing to send)
+    started: float  # unix seconds of the (last) send begun
+    ref: str = ""  # Slack's channel:ts, or the e-mail's Message-ID
+    resent: int = 0  # e-mails sent again after a send a crash cut off (the same Message-ID)
+
+
+# A sign-in link (desk/signin_links.py) is minted by the notifier and used at the desk.
+TABLES = [NotifyEndpoint, NotifyCursor, NotifyJob, NotifyAttempt, NotifySlackMessage, NotifySent, SignInLink]
 
 
 def _sqlite_engine(url: str, *, write: bool) -> Engine:

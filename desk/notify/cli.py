@@ -44,6 +44,20 @@ def _filters(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="send deadline_near this long before a pending review's deadline (default 600)",
     )
+    p.add_argument(
+        "--remind-after",
+        metavar="TIME",
+        help="remind the approvers a review still needs this long after it opened (or escalated): 30m, 4h, 1d "
+        "(a Slack app's DMs and e-mail go to each of them; a webhook or Slack also needs --event reminder)",
+    )
+    p.add_argument("--remind-before", metavar="TIME", help="and again this long before its deadline, e.g. 15m")
+    p.add_argument(
+        "--sign-in-links",
+        action="store_true",
+        help="a Slack app's DMs and reminder e-mails carry a one-time link that signs the person in and opens "
+        "the review (never in a channel)",
+    )
+    p.add_argument("--link-ttl", metavar="TIME", help="how long a sign-in link works (default 12h)")
     p.add_argument("--redact-args", action="store_true", help="send argument names only, never their values")
     p.add_argument("--disabled", action="store_true", help="store it, but send nothing yet")
     p.add_argument("--replace", action="store_true", help="replace the endpoint of this name")
@@ -219,6 +233,12 @@ def start_in_desk(a: argparse.Namespace, desk: Any) -> Any:
 
 
 def _settings(a: argparse.Namespace) -> dict[str, Any]:
+    reminders = {"remind_after": a.remind_after, "remind_before": a.remind_before}
+    links = {"sign_in_links": a.sign_in_links, "link_ttl": a.link_ttl}
+    return {**_channel_settings(a), **reminders, **links}
+
+
+def _channel_settings(a: argparse.Namespace) -> dict[str, Any]:
     if a.kind == "webhook":
         generated = None if (a.secret or a.secret_env) else secrets.token_urlsafe(32)
         return {"url": a.url, "secret": a.secret or generated, "secret_env": a.secret_env}
@@ -256,6 +276,11 @@ def _show(endpoint: Any) -> str:
     filters = [f"{key}={','.join(shown[key])}" for key in ("tools", "roles", "events") if shown[key]]
     state = "enabled" if endpoint.enabled else "disabled"
     extra = " redact-args" if endpoint.redact_args else ""
+    for key, label in (("remind_after", "remind-after"), ("remind_before", "remind-before")):
+        if s.get(key):
+            extra += f" {label}={float(s[key]):g}s"
+    if s.get("sign_in_links"):
+        extra += " sign-in-links"
     return (
         f"{endpoint.name}\t{endpoint.kind}\t{state}\t{where}\t{' '.join(filters) or 'all'}"
         f"\tlead={endpoint.deadline_lead:g}s{extra}"

@@ -74,7 +74,7 @@ def me(desk: DeskDep, who: ApiReviewer) -> Me:
     )
 
 
-def _visible(desk: Any, who: Any, review_id: str) -> Any:
+def visible(desk: Any, who: Any, review_id: str) -> Any:
     """The review, or the same 404 as for an unknown id when it is outside the reviewer's roles and tools;
     on a sealed log, none of its values when they do not check (desk/reveal.py)."""
     review = desk.svc.get(review_id)
@@ -116,7 +116,7 @@ def list_reviews(
 @router.get("/reviews/{review_id}", response_model=ReviewDetail, responses={404: ERRORS[404]})
 def get_review(desk: DeskDep, who: ApiReviewer, review_id: str) -> ReviewDetail:
     """One review, its frontier's other calls (those you may see) and what happened after the decision."""
-    r = _visible(desk, who, review_id)
+    r = visible(desk, who, review_id)
     scope = desk.scope(who)
     siblings = [x for x in desk.svc.frontier(r.frontier).reviews if x.id != r.id and scope.sees_review(x)]
     others = [ReviewPublic.of(reveal.shown(x)) for x in reveal.revealed(desk.store, siblings)]
@@ -125,6 +125,7 @@ def get_review(desk: DeskDep, who: ApiReviewer, review_id: str) -> ReviewDetail:
         **ReviewPublic.of(r).model_dump(),
         frontier_reviews=others,
         can_decide=scope.may_decide(r),
+        acting_for=scope.acting_for(r) if scope.may_decide(r) else None,
         outcome=OutcomePublic(**outcome.to_json()),
     )
 
@@ -132,7 +133,7 @@ def get_review(desk: DeskDep, who: ApiReviewer, review_id: str) -> ReviewDetail:
 @router.get("/reviews/{review_id}/history", response_model=list[EntryPublic], responses={404: ERRORS[404]})
 def review_history(desk: DeskDep, who: ApiReviewer, review_id: str) -> list[EntryPublic]:
     """Every log entry about the review and its frontier (opened, decided, resumed, executed, replied)."""
-    r = _visible(desk, who, review_id)
+    r = visible(desk, who, review_id)
     return [EntryPublic.of(e) for e in queries.timeline(desk.store, r)]
 
 
@@ -191,6 +192,7 @@ def approve(desk: DeskDep, who: ApiReviewer, review_id: str, body: ApproveIn) ->
             sig_of(body),
             shown_round=body.round,
             payload_salt=body.payload_salt,
+            acting_for=body.acting_for,
         )
     )
 
@@ -210,6 +212,7 @@ def edit(desk: DeskDep, who: ApiReviewer, review_id: str, body: EditIn) -> Revie
             shown_round=body.round,
             salts=body.salts,
             payload_salt=body.payload_salt,
+            acting_for=body.acting_for,
         )
     )
 
@@ -217,7 +220,7 @@ def edit(desk: DeskDep, who: ApiReviewer, review_id: str, body: EditIn) -> Revie
 @router.post("/reviews/{review_id}/reject", response_model=ReviewPublic, responses=DECIDE_ERRORS)
 def reject(desk: DeskDep, who: ApiReviewer, review_id: str, body: RejectIn) -> ReviewPublic:
     """Stop the call; the reason is what the model sees. Signed by you (`sig`)."""
-    return ReviewPublic.of(decide.reject(desk, who, review_id, body.reason, sig_of(body)))
+    return ReviewPublic.of(decide.reject(desk, who, review_id, body.reason, sig_of(body), acting_for=body.acting_for))
 
 
 CLAIM_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -235,7 +238,7 @@ def claim(desk: DeskDep, who: ApiReviewer, review_id: str) -> ClaimedOut:
     """Say "I'm on it" (`review.claimed`): others see who is on the review until the claim lapses by itself
     (the policy's `claim_seconds`). Advice, not a lock: anyone who may decide still can. Claiming again
     renews your own claim; while someone else's holds, 409."""
-    until = decide.claim(desk, who, review_id)
+    until = decide.claim(desk, who, review_id)  # a delegate claims for whom they would decide for
     return ClaimedOut(review=review_id, reviewer=who.reviewer, until=parse_time(until))
 
 

@@ -119,6 +119,7 @@ def approve(
     sig: Sig = None,
     shown_round: int | None = None,
     payload_salt: str | None = None,
+    acting_for: str | None = None,
 ) -> Any:
     def write() -> Any:  # a round the review has left is refused in the write transaction (StaleRound)
         _values_check(desk, review_id)
@@ -130,6 +131,7 @@ def approve(
             sig=sig,
             round=shown_round,
             payload_salt=payload_salt,
+            acting_for=acting_for,
         )
 
     return _decide(desk, who, review_id, "approved", write)
@@ -146,6 +148,7 @@ def edit(
     shown_round: int | None = None,
     salts: dict[str, str] | None = None,
     payload_salt: str | None = None,
+    acting_for: str | None = None,
 ) -> Any:
     def write() -> Any:
         _values_check(desk, review_id)
@@ -159,23 +162,32 @@ def edit(
             round=shown_round,
             salts=salts,
             payload_salt=payload_salt,
+            acting_for=acting_for,
         )
 
     return _decide(desk, who, review_id, "edited", write)
 
 
-def reject(desk: Desk, who: SignedIn, review_id: str, reason: str, sig: Sig = None) -> Any:
+def reject(
+    desk: Desk, who: SignedIn, review_id: str, reason: str, sig: Sig = None, acting_for: str | None = None
+) -> Any:
     return _decide(
         desk,
         who,
         review_id,
         "rejected",
-        lambda: desk.svc.reject(review_id, reviewer=who.reviewer, reason=reason, sig=sig),
+        lambda: desk.svc.reject(review_id, reviewer=who.reviewer, reason=reason, sig=sig, acting_for=acting_for),
     )
 
 
 def claim(desk: Desk, who: SignedIn, review_id: str) -> str:
     """``review.claimed`` for the signed-in reviewer ("I'm on it"); returns the time it lasts until.
-    A claim is advice, not a lock: anyone who may decide still can."""
-    until: str = _decide(desk, who, review_id, None, lambda: desk.svc.claim(review_id, reviewer=who.reviewer))
+    A claim is advice, not a lock: anyone who may decide still can. A delegate claims for the reviewer
+    whose delegation they would decide under."""
+
+    def write() -> str:
+        acting_for = desk.scope(who).acting_for(desk.svc.get(review_id))
+        return desk.svc.claim(review_id, reviewer=who.reviewer, acting_for=acting_for)
+
+    until: str = _decide(desk, who, review_id, None, write)
     return until

@@ -28,7 +28,7 @@ from sqlmodel import col
 from starlette.datastructures import FormData
 
 from signoff.audit.canonical import digest
-from signoff.audit.entry import parse_time
+from signoff.audit.entry import format_time, parse_time
 from signoff.audit.errors import AuditError, UnknownReview
 from signoff.audit.tables import ReviewRow
 from signoff.desk import forms, passkeys, queries, quorum, reveal
@@ -38,7 +38,7 @@ from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.errors import classify, statement_mismatch
-from signoff.desk.routes import decide
+from signoff.desk.routes import decide, proposals
 from signoff.desk.scope import Scope
 from signoff.desk.web import PAGE_SIZE, Refused, me, render
 
@@ -155,7 +155,8 @@ async def events(
 
     def alive() -> bool:
         info = desk.svc.reviewer(who.reviewer)
-        return info is not None and info.enabled and desk.accounts.session_alive(who.session)
+        ended = scope.lent_until is not None and format_time(desk.store.clock()) >= scope.lent_until
+        return info is not None and info.enabled and not ended and desk.accounts.session_alive(who.session)
 
     return StreamingResponse(
         desk.broker.stream(scope=scope, session=who.session, alive=alive, after=after),
@@ -308,12 +309,21 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
     progress = progress_ctx(desk, who, review, entries)
     answer = progress["round_answer"] if progress["progress"].approved_by else review.call.payload
     can = scope.may_decide(review) and not reveal.withheld(review)
+    acting_for = scope.acting_for(review) if can else None  # a delegate decides for the delegator (rule 2b)
     call = review.call
     signing = _signing(request, desk, who)
     prev_id, next_id = _neighbours(desk, scope, review)
     args = quorum.round_args(review)  # what the current round approves: what will run, and what is signed
     summary = summaries.of_review(review)  # what will run (or ran), the proposal struck beside what changed
+    proposing = proposals.may_propose(desk, who, review) and not reveal.withheld(review)
+    ran_with = review.final_args if review.final_args is not None else call.args
     return {
+        # "Allow calls like this from now on" (desk/routes/proposals.py): for those whose own roles cover it.
+        "may_propose": proposing,
+        "condition_rows": proposals.condition_rows(ran_with, summaries.ordered(ran_with, call.tool_schema))
+        if proposing
+        else [],
+        "proposal_signer": {"log": desk.store.log_id, "actor": who.reviewer, "sign": signing},
         "me": me(desk, who),
         "csrf": who.csrf,
         "nav": "queue",
@@ -323,6 +333,7 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
         "others": [(o, summaries.of_review(o)) for o in others if scope.sees_review(o)],
         "hidden_others": sum(1 for o in others if not scope.sees_review(o)),
         "can_decide": can,
+        "acting_for": acting_for,
         "call_args": summaries.ordered(call.args, call.tool_schema),
         "observer": scope.observer and not can and review.status == "pending",
         "timeline": entries,
@@ -352,6 +363,7 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
             "deadline": review.deadline.isoformat() if review.deadline else None,
             "log": desk.store.log_id,
             "actor": who.reviewer,
+            "acting_for": acting_for,
             "status": review.status,
             "prev": prev_id,
             "next": next_id,
@@ -364,13 +376,21 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
 
 @router.get("/reviews/{review_id}")
 def review_page(request: Request, desk: DeskDep, who: PageReviewer, review_id: str, done: str = "") -> HTMLResponse:
+    return review_page_response(request, desk, who, review_id, done=done)
+
+
+def review_page_response(
+    request: Request, desk: Desk, who: SignedIn, review_id: str, *, status: int = 200, **extra: Any
+) -> HTMLResponse:
+    """The review page, with ``extra`` in its context (a proposal's draft or error: desk/routes/proposals.py)."""
     size = desk.store.size()  # before reading: the page's live updates start from here
     ctx = _review_ctx(request, desk, who, review_id)
     ctx["log_size"] = size
-    ctx["done"] = done
+    ctx.setdefault("done", "")
     log_vkey, witness_vkeys, quorum, configured = desk.witnessing()
     ctx["witnessing"] = {"log_vkey": log_vkey, "witnesses": witness_vkeys, "quorum": quorum, "configured": configured}
-    return render(request, "review.html", ctx)
+    ctx.update(extra)
+    return render(request, "review.html", ctx, status)
 
 
 @router.get("/reviews/{review_id}/receipt.tlog-proof")
@@ -482,6 +502,12 @@ def _salts(form: FormData) -> dict[str, str] | None:
     return found
 
 
+def _acting_for(form: FormData) -> str | None:
+    """The reviewer the page's decision is made for (a hidden field: the delegator whose delegation the
+    signed-in reviewer decides under, rule 2b); it is part of what the passkey signed."""
+    return str(form.get("acting_for", "") or "").strip() or None
+
+
 def _payload_salt(form: FormData) -> str | None:
     """The salt the page sealed its answer with (a sealed log), hex; None: the service picks it."""
     return str(form.get("payload_salt", "") or "").strip() or None
@@ -501,6 +527,7 @@ def approve(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, 
             sig,
             shown_round=_round(form),
             payload_salt=_payload_salt(form),
+            acting_for=_acting_for(form),
         )
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
@@ -534,6 +561,7 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
             shown_round=_round(form),
             salts=_salts(form),
             payload_salt=_payload_salt(form),
+            acting_for=_acting_for(form),
         )
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
@@ -545,7 +573,7 @@ def edit(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, rev
 @router.post("/reviews/{review_id}/reject")
 def reject(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
     try:
-        decide.reject(desk, who, review_id, _text(form, "reason"), _sig(desk, who, form))
+        decide.reject(desk, who, review_id, _text(form, "reason"), _sig(desk, who, form), _acting_for(form))
     except AuditError as exc:
         return _decision_failed(request, desk, who, review_id, exc, form)
     return RedirectResponse(f"/reviews/{quote(review_id)}?done=rejected", status_code=303)

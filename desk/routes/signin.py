@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -11,7 +13,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from signoff.audit.errors import AuditError
-from signoff.desk import passkeys
+from signoff.desk import passkeys, signin_links
 from signoff.desk.auth import SignedIn, SignInRefused, token_hash
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm, CsrfReviewer, check_sign_in_form
@@ -109,11 +111,16 @@ async def signin(request: Request, desk: DeskDep) -> Response:
                 error="The new password needs at least 10 characters and must differ from the initial one.",
             )
         await run_in_threadpool(desk.accounts.set_password, reviewer, new, must_change=False)
-    cookie, _csrf = desk.accounts.open_session(reviewer)
     if first and desk.signed_decisions:
         # The initial password was the enrolment code: register a passkey with it now (the page keeps it).
         nxt = "/account?first=1#passkeys"
-    resp = RedirectResponse(safe_next(nxt), status_code=303)
+    return _signed_in(request, desk, reviewer, safe_next(nxt))
+
+
+def _signed_in(request: Request, desk: Desk, reviewer: str, target: str) -> Response:
+    """A new session for ``reviewer`` (its cookie set, the sign-in form's token dropped), then ``target``."""
+    cookie, _csrf = desk.accounts.open_session(reviewer)
+    resp = RedirectResponse(target, status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
         cookie,
@@ -125,6 +132,46 @@ async def signin(request: Request, desk: DeskDep) -> Response:
     )
     resp.delete_cookie(PRE_CSRF_COOKIE, path="/")
     return resp
+
+
+# -- one-time sign-in links (desk/signin_links.py) -------------------------------------------------
+
+
+def _link_page(request: Request, desk: Desk, token: str, *, status: int = 200) -> HTMLResponse:
+    """ "Sign in as … and open …?": the link's confirmation, with a form that uses it (a POST: a link scanner
+    that fetches the URL signs nobody in)."""
+    found = signin_links.peek(desk.accounts.engine, desk.store.log_id, token)
+    ctx: dict[str, Any] = {"found": found, "review": "", "tool": "", "agent": ""}
+    if found is not None:
+        with contextlib.suppress(AuditError):
+            review = desk.svc.get(found.review)
+            ctx.update(tool=review.call.tool, agent=review.call.agent)
+    pre = request.cookies.get(PRE_CSRF_COOKIE) or secrets.token_urlsafe(32)
+    ctx.update(csrf=pre, action=signin_links.PATH + quote(token, safe=""), me=None)
+    resp = render(request, "signin_link.html", ctx, status if found is not None else 410)
+    resp.set_cookie(
+        PRE_CSRF_COOKIE, pre, httponly=True, samesite="strict", secure=secure_cookies(request, desk), path="/"
+    )
+    return resp
+
+
+@router.get("/signin/link/{token}")
+def signin_link(request: Request, desk: DeskDep, token: str) -> HTMLResponse:
+    return _link_page(request, desk, token)
+
+
+@router.post("/signin/link/{token}")
+async def use_signin_link(request: Request, desk: DeskDep, token: str) -> Response:
+    """Use the link up (once), sign its reviewer in, and open its review."""
+    form = await request.form()
+    check_sign_in_form(request, form)
+    found = await run_in_threadpool(signin_links.use, desk.accounts.engine, desk.store.log_id, token)
+    if found is None:
+        return _link_page(request, desk, token)
+    info = desk.svc.reviewer(found.reviewer)
+    if info is None or not info.enabled:
+        return _signin_page(request, desk, error="This reviewer is not enrolled or has been disabled.", status=403)
+    return _signed_in(request, desk, found.reviewer, f"/reviews/{quote(found.review, safe='')}")
 
 
 @router.post("/signout")
@@ -141,10 +188,13 @@ def signout(request: Request, desk: DeskDep, form: CsrfForm) -> Response:
 # -- account ------------------------------------------------------------------------------
 
 
-def _account_ctx(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> dict[str, Any]:
+def account_ctx(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> dict[str, Any]:
+    from signoff.desk.routes.delegations import delegations_ctx
+
     rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
     keys = desk.svc.keys(who.reviewer)
     return {
+        **delegations_ctx(request, desk, who),
         "me": me(desk, who),
         "csrf": who.csrf,
         "nav": "account",
@@ -158,14 +208,23 @@ def _account_ctx(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> d
 
 
 @router.get("/account")
-def account(request: Request, desk: DeskDep, who: PageReviewer, first: str = "", registered: str = "") -> HTMLResponse:
-    return render(request, "account.html", _account_ctx(request, desk, who, first=bool(first), registered=registered))
+def account(
+    request: Request,
+    desk: DeskDep,
+    who: PageReviewer,
+    first: str = "",
+    registered: str = "",
+    delegated: str = "",
+    revoked: str = "",
+) -> HTMLResponse:
+    ctx = account_ctx(request, desk, who, first=bool(first), registered=registered)
+    return render(request, "account.html", {**ctx, "delegated": delegated[:40], "revoked": bool(revoked)})
 
 
 @router.post("/account/tokens")
 def new_token(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm) -> HTMLResponse:
     token = desk.accounts.new_token(who.reviewer, str(form.get("label", ""))[:100])
-    return render(request, "account.html", _account_ctx(request, desk, who, new_token=token))
+    return render(request, "account.html", account_ctx(request, desk, who, new_token=token))
 
 
 # -- passkeys (the page's script: desk/static/desk.js) -------------------------------------------

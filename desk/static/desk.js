@@ -877,7 +877,9 @@
   }
   function decisionBody(kind, form, data) {
     if (kind === "review.rejected") {
-      return Promise.resolve({ review: data.id, reason: form.querySelector("[name=reason]").value });
+      var rejected = { review: data.id, reason: form.querySelector("[name=reason]").value };
+      if (data.acting_for) rejected.acting_for = data.acting_for;  // a delegate's decision names whom it is for
+      return Promise.resolve(rejected);
     }
     var payload = readPayload(form);
     var rationaleField = form.querySelector("[name=rationale]");
@@ -898,6 +900,7 @@
       if (payload !== null) body.payload = payload;
       // A review that needs several people: the decision names the round whose args it approves (or edits).
       if (data.round !== null && data.round !== undefined) body.round = data.round;
+      if (data.acting_for) body.acting_for = data.acting_for;
       return body;
     });
   }
@@ -1015,6 +1018,7 @@
       body.rationale = made.rationale;
       if (built[2] !== null) body.payload = built[2];
       if (data.round !== null && data.round !== undefined) body.round = data.round;
+      if (data.acting_for) body.acting_for = data.acting_for;
       return body;
     });
   }
@@ -1076,6 +1080,80 @@
           return;
         }
         signAndSubmit(form, data, status);
+      });
+    });
+  }
+
+  // -- delegation (account page): the body signoff.audit.delegation builds, signed like a decision --
+  function passkeyAssertion(data, kind, body) {
+    var statement = canonicalJSON({ log: data.log, kind: kind, actor: data.actor, body: body });
+    return sha256(utf8(statement)).then(function (challenge) {
+      return navigator.credentials.get({ publicKey: {
+        challenge: challenge, rpId: data.sign.rp_id, userVerification: "required", timeout: 120000,
+        allowCredentials: data.sign.passkeys.map(function (p) { return { type: "public-key", id: unb64url(p.id) }; })
+      } });
+    });
+  }
+  // Sign what makeBody() builds with the passkey, put the assertion in the form and send it; say why not.
+  function signAndSend(form, data, kind, makeBody, status) {
+    if (!data.sign.passkeys.length) { say(status, "Register a passkey first: it signs this. Nothing was recorded.", "bad"); return; }
+    var button = form.querySelector("button[type=submit]");
+    button.disabled = true;
+    Promise.resolve().then(function () { return passkeyAssertion(data, kind, makeBody()); }).then(function (cred) {
+      if (!cred) throw new Error("No passkey answered.");
+      setField(form, "sig_credential", b64url(cred.rawId));
+      setField(form, "sig_authenticator_data", b64url(cred.response.authenticatorData));
+      setField(form, "sig_client_data", b64url(cred.response.clientDataJSON));
+      setField(form, "sig_value", b64url(cred.response.signature));
+      form.submit();
+    }).catch(function (err) {
+      button.disabled = false;
+      var why = err && err.name === "NotAllowedError" ? "The passkey did not sign (cancelled or timed out)." : String(err && err.message || err);
+      say(status, why + " Nothing was recorded.", "bad");
+    });
+  }
+  function setupDelegations() {
+    var el = document.getElementById("delegation-data");
+    if (!el) return;
+    var data = JSON.parse(el.textContent);
+    if (!data.sign || !data.sign.must) return;  // this log takes this reviewer's entries unsigned
+    var status = document.getElementById("delegation-status");
+    function body(form) {
+      var kind = form.dataset.kind, reason = (form.querySelector("[name=reason]").value || "");
+      if (kind === "delegation.revoked") {
+        return { delegation: form.dataset.delegation, delegator: form.dataset.delegator, delegate: form.dataset.delegate, reason: reason };
+      }
+      var id = "dg_" + hex(crypto.getRandomValues(new Uint8Array(8)));
+      setField(form, "delegation", id);
+      var roles = Array.prototype.filter.call(form.querySelectorAll("[name=roles]"), function (c) { return c.checked; })
+        .map(function (c) { return c.value; }).sort().filter(function (r, i, all) { return i === 0 || all[i - 1] !== r; });
+      var until = form.querySelector("[name=until]").value;
+      if (!/^\d{4}-\d{2}-\d{2}$/.test(until)) throw new Error("Choose the date it ends.");
+      var out = { delegation: id, delegator: data.actor, delegate: form.querySelector("[name=delegate]").value,
+        roles: roles, until: until + "T00:00:00.000000Z" };
+      if (reason) out.reason = reason;
+      return out;
+    }
+    document.querySelectorAll("#delegate-form, form.delegation-revoke").forEach(function (form) {
+      form.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        signAndSend(form, data, form.dataset.kind, function () { return body(form); }, status);
+      });
+    });
+  }
+
+  // A form whose body the server drafted (a proposal): data-body names the script holding it, data-signer the
+  // one holding {log, actor, sign}; the passkey signs RFC 8785 of {log, kind, actor, body} before it is sent.
+  function setupSignedForms() {
+    document.querySelectorAll("form[data-sign-kind][data-body]").forEach(function (form) {
+      var signer = JSON.parse(document.getElementById(form.dataset.signer).textContent);
+      if (!signer.sign || !signer.sign.must) return;
+      var status = form.querySelector("[data-sign-status]");
+      form.addEventListener("submit", function (ev) {
+        ev.preventDefault();
+        signAndSend(form, signer, form.dataset.signKind, function () {
+          return JSON.parse(document.getElementById(form.dataset.body).textContent);
+        }, status);
       });
     });
   }
@@ -1142,7 +1220,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    setupHelp(); setupCopy(); setupQueue(); setupReview(); setupSignIn(); setupPasskeys(); setupLive();
+    setupHelp(); setupCopy(); setupQueue(); setupReview(); setupSignIn(); setupPasskeys(); setupDelegations(); setupSignedForms(); setupLive();
   });
   // Pages without a queue or a review still end their live stream on sign-out (the Decided view, the log).
   function setupLive() {

@@ -4,7 +4,8 @@
 entries of the decider and the admins, and checks the person's signature. Measured per call on a
 SQLite log of each size below, cold (a fresh ``TrustCache``: the first proof in a process) and warm
 (the bridge's shared cache: every later one), beside what it cannot go below in the same run: one
-Ed25519 check and the one indexed read of the review's entries.
+Ed25519 check and the one indexed read of the review's entries; and the same for decisions a delegate
+made for the reviewer (SPEC.md rule 2b), whose proof also reads and proves the delegation.
 
     .venv/bin/python tests/benchmarks/gate_bench.py [--sizes 1000 20000] [--calls 300]
 """
@@ -30,6 +31,7 @@ from signoff.audit.store import default_admin_key  # noqa: E402
 from signoff.audit.trust import statement  # noqa: E402
 
 REVIEWER = "human:alice@example.org"
+DELEGATE = "human:bob@example.org"
 _BY_SUBJECT = "SELECT seq, hash, raw FROM signoff_entry WHERE subject = ? AND log = ? ORDER BY seq"
 
 
@@ -57,40 +59,54 @@ def measure(size: int, calls: int, tmp: Path) -> dict[str, Any]:
     svc = ReviewService(store)
     alice = Signer.generate()
     svc.enroll_reviewer(REVIEWER, roles=["teller"], tools=["*"], key=alice.public, admin=admin)
+    bob = Signer.generate()  # an observer, who decides the newest calls for alice under her delegation
+    svc.enroll_reviewer(DELEGATE, roles=["observer"], tools=["*"], key=bob.public, admin=admin)
+    svc.delegate(REVIEWER, DELEGATE, until="2999-01-01T00:00:00.000000Z", roles=["teller"], signer=alice)
     reviews = []
     for n in range(size // 2):
         review = svc.open_frontier([_call(n)], actor="agent:bench").reviews[0]
-        svc.approve(review.id, reviewer=REVIEWER, signer=alice)
+        if n >= size // 2 - calls:
+            svc.approve(review.id, reviewer=DELEGATE, signer=bob, acting_for=REVIEWER)
+        else:
+            svc.approve(review.id, reviewer=REVIEWER, signer=alice)
         reviews.append(review.id)
-    newest = reviews[-calls:]
+    newest, delegated = reviews[-2 * calls : -calls], reviews[-calls:]
     pinned = store.public_key
 
-    cold, warm = [], []
-    shared = TrustCache(log_key=pinned)
-    for review_id in newest:
-        start = time.perf_counter()
-        prove_decision(store, review_id, cache=TrustCache(log_key=pinned))
-        cold.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        prove_decision(store, review_id, cache=shared)
-        warm.append(time.perf_counter() - start)
+    def proofs(ids: list[str]) -> tuple[list[float], list[float]]:
+        cold, warm = [], []
+        shared = TrustCache(log_key=pinned)
+        for review_id in ids:
+            start = time.perf_counter()
+            prove_decision(store, review_id, cache=TrustCache(log_key=pinned))
+            cold.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            prove_decision(store, review_id, cache=shared)
+            warm.append(time.perf_counter() - start)
+        return cold, warm
+
+    cold, warm = proofs(newest)
+    lent_cold, lent_warm = proofs(delegated)
 
     reads = []
     for review_id in newest:
         start = time.perf_counter()
         store.read_rows(_BY_SUBJECT, review_id, store.log_id)
         reads.append(time.perf_counter() - start)
-    entry = store.entry(store.size() - 1)  # the newest approval
+    entry = store.entry(store.size() - 1)  # the newest approval (bob's, for alice)
     payload = statement(store.rules, entry.kind, entry.actor, entry.body)
     checks = []
     for _ in range(calls):
         start = time.perf_counter()
-        assert verify_signature(alice.public, entry.sig or {}, payload)
+        assert verify_signature(bob.public, entry.sig or {}, payload)
         checks.append(time.perf_counter() - start)
     out = {
         "entries": store.size(),
         "proof_cold": _percentiles(cold),
         "proof_warm": _percentiles(warm),
+        # a delegate's decision (rule 2b): the delegation's entries and the delegator's are proven too
+        "proof_delegated_cold": _percentiles(lent_cold),
+        "proof_delegated_warm": _percentiles(lent_warm),
         "floor_one_indexed_read": _percentiles(reads),
         "floor_one_ed25519_check": _percentiles(checks),
     }

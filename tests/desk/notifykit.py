@@ -326,7 +326,13 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
 class Smtp:
     """An aiosmtpd server on 127.0.0.1: ``tls`` is none, starttls (required, with AUTH) or tls (implicit)."""
 
-    def __init__(self, tmp: Path, tls: str = "none", user: str = "notifier", password: str = "mail-pw") -> None:
+    def __init__(
+        self, tmp: Path, tls: str = "none", user: str = "notifier", password: str = "mail-pw", *, delay: float = 0.0
+    ) -> None:
+        """``delay``: seconds between taking a message and answering 250 (a sender killed meanwhile sent it,
+        unconfirmed)."""
+        import asyncio
+
         from aiosmtpd.controller import Controller
         from aiosmtpd.smtp import AuthResult, LoginPassword
 
@@ -339,6 +345,8 @@ class Smtp:
         class Handler:
             async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
                 outer.messages.append(envelope)
+                if delay:
+                    await asyncio.sleep(delay)
                 return "250 OK"
 
         def authenticator(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> Any:

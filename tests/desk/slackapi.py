@@ -1,7 +1,9 @@
-"""A local HTTP server that speaks the three Slack Web API methods a Slack app endpoint uses.
+"""A local HTTP server that speaks the Slack Web API methods a Slack app endpoint uses.
 
-``POST /api/chat.postMessage``, ``POST /api/chat.update`` (JSON bodies) and ``GET
-/api/users.lookupByEmail?email=…``, each answered as Slack documents it (``{"ok": true, …}`` or
+``POST /api/chat.postMessage``, ``POST /api/chat.update``, ``POST /api/conversations.open`` (JSON bodies),
+``GET /api/users.lookupByEmail?email=…`` and ``GET /api/conversations.history?channel=…`` (with message
+metadata when ``include_all_metadata`` is true, newest first, from ``oldest`` on), each answered as Slack
+documents it (``{"ok": true, …}`` or
 ``{"ok": false, "error": "…"}``), after checking the bot token (``invalid_auth``) and, for
 messages, the Block Kit shape (notifykit.slack_problem: ``invalid_blocks``). A message posted to a
 user id goes to that user's direct-message channel (``D…``), as Slack does. ``rate_limit_first``
@@ -32,6 +34,7 @@ class Message:
     blocks: list[dict[str, Any]]
     thread_ts: str = ""
     updates: int = 0
+    metadata: dict[str, Any] | None = None  # chat.postMessage's message metadata
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -54,6 +57,7 @@ class SlackApi:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (method, body or query)
     stamps: list[float] = field(default_factory=list)  # time.time() each call arrived (as calls)
     messages: dict[tuple[str, str], Message] = field(default_factory=dict)  # (channel, ts) -> message
+    post_delay: float = 0.0  # seconds between keeping a posted message and answering (a caller killed meanwhile)
 
     def __post_init__(self) -> None:
         api = self
@@ -83,13 +87,21 @@ class SlackApi:
                 if not self.headers.get("Content-Type", "").startswith("application/json"):
                     self._answer(200, {"ok": False, "error": "invalid_arg_name"})
                     return
-                self._answer(*api.handle(self.path, self.headers.get("Authorization", ""), json.loads(raw)))
+                answer = api.handle(self.path, self.headers.get("Authorization", ""), json.loads(raw))
+                if api.post_delay and self.path.endswith("chat.postMessage"):
+                    time.sleep(api.post_delay)  # the message is kept already: only the answer is late
+                self._answer(*answer)
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a caller killed mid-request (the crash tests): nothing to report
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
@@ -114,6 +126,13 @@ class SlackApi:
                     ({"ok": True, "user": {"id": user}} if user else {"ok": False, "error": "users_not_found"}),
                     {},
                 )
+            if method == "conversations.open":
+                user = str(body.get("users", ""))
+                if not user.startswith("U") or "," in user:
+                    return 200, {"ok": False, "error": "user_not_found"}, {}
+                return 200, {"ok": True, "channel": {"id": "D" + user[1:]}}, {}
+            if method == "conversations.history":
+                return 200, self._history(body), {}
             if method not in ("chat.postMessage", "chat.update"):
                 return 200, {"ok": False, "error": "unknown_method"}, {}
             plain = [{"type": "section", "text": {"type": "mrkdwn", "text": body.get("text") or ""}}]
@@ -134,11 +153,30 @@ class SlackApi:
             thread = str(body.get("thread_ts") or "")
             if thread and (channel, thread) not in self.messages:
                 return 200, {"ok": False, "error": "thread_not_found"}, {}
-            ts = f"1764547200.{next(self._ts):06d}"
+            ts = f"{int(time.time())}.{next(self._ts):06d}"  # now, as Slack's ts are; unique here
+            metadata = body.get("metadata")
+            if metadata is not None and (not isinstance(metadata, dict) or not metadata.get("event_type")):
+                return 200, {"ok": False, "error": "invalid_metadata_format"}, {}
             self.messages[(channel, ts)] = Message(
-                channel, ts, str(body["text"]), list(body.get("blocks") or []), thread
+                channel, ts, str(body["text"]), list(body.get("blocks") or []), thread, metadata=metadata
             )
             return 200, {"ok": True, "channel": channel, "ts": ts}, {}
+
+    def _history(self, query: dict[str, Any]) -> dict[str, Any]:
+        """conversations.history: the channel's messages since ``oldest``, newest first (the lock is held)."""
+        channel, oldest = str(query.get("channel", "")), float(query.get("oldest") or 0)
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        metadata = str(query.get("include_all_metadata", "")).lower() in ("true", "1")
+        found = sorted((m for (c, _), m in self.messages.items() if c == channel and float(m.ts) >= oldest),
+                       key=lambda m: m.ts, reverse=True)  # fmt: skip
+        out = []
+        for m in found[: int(query.get("limit") or 100)]:
+            item: dict[str, Any] = {"type": "message", "ts": m.ts, "text": m.text}
+            if metadata and m.metadata is not None:
+                item["metadata"] = m.metadata
+            out.append(item)
+        return {"ok": True, "messages": out, "has_more": len(found) > len(out)}
 
     def posted(self, method: str = "chat.postMessage") -> list[dict[str, Any]]:
         with self._lock:

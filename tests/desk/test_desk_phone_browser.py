@@ -139,3 +139,44 @@ def test_a_link_signs_in_on_a_phone_and_one_tap_approves_with_the_passkey(browse
     )
     assert verified.returncode == 0, verified.stdout + verified.stderr
     page.context.close()
+
+
+def test_a_sign_in_link_from_slack_lands_a_phone_on_the_review(browser: Any, demo: Demo) -> None:
+    """The one-time link a Slack DM or a reminder e-mail carries (desk/signin_links.py): one tap signs in and
+    opens the review, not the queue; the link then works no more."""
+    from signoff.audit import open_store
+    from signoff.desk import signin_links
+    from signoff.desk.db import make_engine
+
+    email = f"link-{secrets.token_hex(2)}@example.org"
+    demo.add_reviewer(email, ["finance", "ops"], [])
+    marker = "link-" + secrets.token_hex(3)
+    demo.propose(("transfer_money", {"amount": 12.5, "currency": "EUR", "to_account": "NL91", "memo": marker}))
+    review = demo.review_with(marker)
+    store = open_store(demo.store_url)
+    engine = make_engine(demo.store_url)
+    try:
+        with engine.begin() as conn:
+            token = signin_links.mint(conn, store.log_id, "human:" + email, review.id)
+    finally:
+        engine.dispose()
+        store.close()
+    link = signin_links.url(demo.url, token)
+    page = phone_page(browser)
+    page.goto(link)
+    go = page.locator("#signin-link-go")
+    box = go.bounding_box()
+    assert box is not None and box["height"] >= TAP and box["y"] + box["height"] <= PHONE["height"], box
+    assert email in page.locator("#signin-link").inner_text()
+    page.tap("#signin-link-go")
+    page.wait_for_url(f"**/reviews/{review.id}")
+    assert marker in page.locator("#args-card").inner_text() and page.locator("#approve-btn").is_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "phone-signin-link.png"))
+    page.tap("#approve-btn")
+    run = demo.run_with(marker)
+    assert run["args"]["memo"] == marker
+    again = page.context.browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True).new_page()
+    again.goto(link)
+    assert "no longer works" in again.locator("#signin-link").inner_text()
+    page.context.close()

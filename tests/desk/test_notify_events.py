@@ -54,10 +54,14 @@ def test_each_lifecycle_entry_yields_its_event_with_an_id_from_log_seq_and_type(
     by_review: dict[str, list[str]] = {}
     for ev in events:
         by_review.setdefault(ev.review, []).append(ev.type)
-        assert ev.id == f"{log.store.log_id}-{ev.seq}-{ev.type}"
+        assert ev.id == f"{log.store.log_id}-{ev.seq}-{ev.type}" + (f".{ev.variant}" if ev.variant else "")
         assert ev.log == log.store.log_id and ev.tool == "transfer" and ev.facts.agent == "teller"
-    assert by_review[approved] == ["review.opened", "review.deadline_near", "review.decided"]
-    assert by_review[expiring] == ["review.opened", "review.deadline_near", "review.expired"]
+    # review.opened also schedules its reminders (after it opened, and before its deadline)
+    pending = ["review.opened", "review.reminder", "review.deadline_near", "review.reminder"]
+    assert by_review[approved] == [*pending, "review.decided"]
+    assert by_review[expiring] == [*pending, "review.expired"]
+    reminders = [ev.variant for ev in events if ev.review == approved and ev.type == "review.reminder"]
+    assert reminders == ["after", "before"]
     decided = {ev.review: ev for ev in events if ev.type == "review.decided"}
     assert decided[approved].outcome == "approved" and decided[approved].actor == ALICE
     assert decided[rejected].outcome == "rejected" and decided[rejected].reason == "too much"
@@ -71,7 +75,8 @@ def test_withdrawn_and_a_review_without_a_deadline(log: Log) -> None:
     review = log.open(deadline=None, role=None)
     log.svc.withdraw(review, actor="agent:teller", reason="run cancelled")
     types = [(ev.type, ev.reason) for ev in _events(log, start)]
-    assert types == [("review.opened", ""), ("review.withdrawn", "run cancelled")]  # no deadline_near
+    # no deadline_near, and no reminder before a deadline
+    assert types == [("review.opened", ""), ("review.reminder", ""), ("review.withdrawn", "run cancelled")]
 
 
 def test_a_quorum_is_decided_once_and_an_escalation_reaches_the_new_role(log: Log) -> None:
@@ -103,7 +108,10 @@ def test_a_quorum_is_decided_once_and_an_escalation_reaches_the_new_role(log: Lo
     events = [ev for entry in log.store.entries(start=start) for ev in events_of(entry, lookup, closes)]
     assert [(ev.type, ev.actor, ev.role) for ev in events if ev.type != "review.deadline_near"] == [
         ("review.opened", "agent:teller", "finance"),
+        ("review.reminder", "agent:teller", "finance"),  # after opening
+        ("review.reminder", "agent:teller", "finance"),  # before the deadline
         ("review.escalated", "service:signoff", "cfo"),
+        ("review.reminder", "service:signoff", "cfo"),  # the new role's approvers, after the escalation
         ("review.decided", bob, "finance"),
     ]
 
@@ -116,7 +124,8 @@ def test_escalated_entries_are_handled_once_the_log_has_them(log: Log) -> None:
         opened.seq + 1, opened.log, opened.hash, opened.at, "service:signoff", "review.escalated", body, None, b"", ""
     )
     facts = ReviewFacts("transfer", "teller", "bank", "s", {"amount": 5}, "finance", None)
-    [ev] = events_of(escalated, lambda rid: facts if rid == review else None)
+    ev, reminder = events_of(escalated, lambda rid: facts if rid == review else None)
+    assert (reminder.type, reminder.role, reminder.variant) == ("review.reminder", "cfo", "after")
     assert (ev.type, ev.role, ev.reason, ev.tool) == ("review.escalated", "cfo", "over the limit", "transfer")
     assert summary(ev).startswith("Escalated to role cfo: transfer from teller (amount=5)")
     # An endpoint for the new role gets it; one for the old role does not.

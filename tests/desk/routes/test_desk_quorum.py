@@ -70,7 +70,7 @@ def test_a_first_approval_leaves_the_review_pending_with_its_progress(env: Env, 
         "decision_seq": None,
         "final_args": None,
     }
-    assert first["approvals"] == [{"by": ALICE, "seq": seq}]
+    assert first["approvals"] == [{"by": ALICE, "seq": seq, "acting_for": None}]
     assert (first["approvals_needed"], first["round"], first["round_args"]) == (2, 0, {"amount": 10, "to": "acct-1"})
     assert first["escalated_role"] is None and first["claim"] is None
     entry = env.svc.history(review.id)[-1]
