@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.audit.entry import ACTOR, TIME
-from signoff.audit.errors import InvalidEntry, NotAllowed
+from signoff.audit.errors import DelegationRefused, InvalidEntry
 from signoff.audit.limits import MAX_TEXT
 from signoff.audit.rules import OBSERVER, ReviewerState
 
@@ -39,12 +39,6 @@ REVOKED = "delegation.revoked"
 KINDS = frozenset({GRANTED, REVOKED})
 ID = re.compile(r"^dg_[0-9a-f]{16}$")
 MAX_ROLES = 32
-
-
-class DelegationRefused(NotAllowed):
-    """A delegation, its revocation, or a decision made under one breaks rule 2b; nothing was written."""
-
-    rule = "2b"
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,19 @@ class SelfApproval(NotAllowed):
     the log's policy for the tool (an admin's) says ``self_approval``."""
 
 
+class DelegationRefused(NotAllowed):
+    """A delegation, its revocation, or a decision made under one breaks rule 2b (SPEC.md §7); nothing
+    was written."""
+
+    rule = "2b"
+
+
+class ProposalRefused(NotAllowed):
+    """A proposed standing rule, its approval or its decline breaks rule 7 (SPEC.md §7); nothing was written."""
+
+    rule = 7
+
+
 class StaleRound(ExecutionMismatch):
     """A decision names a round the review has left (someone edited it since)."""
 

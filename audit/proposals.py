@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from signoff.audit import policies
-from signoff.audit.errors import InvalidEntry, NotAllowed
+from signoff.audit.errors import InvalidEntry, ProposalRefused
 from signoff.audit.limits import MAX_TEXT
 from signoff.audit.rules import ReviewerState, covers
 
@@ -34,13 +34,6 @@ DECLINED = "policy.declined"
 ID = re.compile(r"^pp_[0-9a-f]{16}$")
 OPS = ("equals", "ends_with", "at_most")
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-class ProposalRefused(NotAllowed):
-    """A proposal, its approval or its decline breaks the rules of proposals (SPEC.md §7 rule 7); nothing
-    was written."""
-
-    rule = 7
 
 
 @dataclass(frozen=True)
