@@ -21,7 +21,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from signoff.audit import cli_delegate, cli_log, cli_policy, cli_proofs, cli_review, cli_values, cli_witness
+from signoff.audit import (
+    cli_delegate,
+    cli_evidence,
+    cli_log,
+    cli_policy,
+    cli_proofs,
+    cli_review,
+    cli_values,
+    cli_witness,
+)
 from signoff.audit.cli_common import DEFAULT_KEY, DEFAULT_STORE, STORE_HELP, command, run_at_edge
 
 EXAMPLES = [
@@ -29,6 +38,8 @@ EXAMPLES = [
     "audit --store sqlite:///signoff.db verify",
     "audit approve rv_… --as alice@example.org --reviewer-key alice.pem",
 ]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser, sub = command(
         "audit",
@@ -45,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_proofs.register(sub)
     cli_review.register(sub)
     cli_delegate.register(sub)
+    cli_evidence.register(sub)
     cli_policy.register(sub, os.environ.get("SIGNOFF_ADMIN_KEY"))
     cli_witness.register(sub)
     cli_values.register(sub)

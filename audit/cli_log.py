@@ -207,6 +207,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     jobs = default_jobs() if args.jobs is None else args.jobs
     if jobs < 1:
         raise UnusableInput(f"--jobs: expected 1 or more worker processes, found {jobs}")
+    if args.file and Path(args.file).is_dir():
+        from signoff.audit.cli_evidence import verify_pack
+
+        return verify_pack(args, Path(args.file))
     if args.file:
         path = Path(args.file)
         if not path.is_file():
@@ -440,7 +444,11 @@ def register(sub: Any) -> None:
         "audit --store sqlite:///signoff.db verify --against cp.json",
         cmd_verify,
     )
-    ver.add_argument("file", nargs="?", help="an `audit export` JSONL file or an `audit prove` file (no database)")
+    ver.add_argument(
+        "file",
+        nargs="?",
+        help="an `audit export` JSONL file, an `audit prove` file or an `audit evidence` directory (no database)",
+    )
     ver.add_argument("--against", help="a checkpoint JSON you kept: prove the log extends it")
     ver.add_argument(
         "--values", help="with FILE of a sealed log: its values file (default FILE.values.jsonl beside it, if there)"
@@ -458,7 +466,7 @@ def register(sub: Any) -> None:
         "--offline", action="store_true", help="with --witness: do not ask the witnesses for their newest checkpoint"
     )
     ver.add_argument("--tiles", metavar="DIR|URL", help="verify a c2sp.org/tlog-tiles mirror instead (no database)")
-    ver.add_argument("--log-vkey", help="with --tiles: the log's vkey (`audit vkey`)")
+    ver.add_argument("--log-vkey", help="with --tiles or an evidence pack: the log's vkey you trust (`audit vkey`)")
     ver.add_argument(
         "--stalled-after",
         type=float,
