@@ -35,6 +35,7 @@ bench: install
 	$(BIN)/python tests/benchmarks/scale_bench.py
 	$(BIN)/python tests/benchmarks/cli_bench.py
 	$(BIN)/python tests/benchmarks/values_bench.py
+	$(BIN)/python tests/benchmarks/telemetry_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts

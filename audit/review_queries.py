@@ -116,6 +116,16 @@ class ReviewQueries:
         with self.store.read_engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
+    def pending_by_tool(self) -> dict[str, int]:
+        """How many reviews are open, per tool (one grouped count over the projection's status index)."""
+        query = (
+            select(col(ReviewRow.tool), func.count())
+            .where(col(ReviewRow.log) == self.store.log_id, col(ReviewRow.status) == "pending")
+            .group_by(col(ReviewRow.tool))
+        )
+        with self.store.read_engine.connect() as conn:
+            return {str(tool): int(count) for tool, count in conn.execute(query).all()}
+
     def next_deadline(self) -> datetime | None:
         """The earliest deadline among open reviews (for waking to expire them), or None."""
         query = select(func.min(col(ReviewRow.deadline))).where(

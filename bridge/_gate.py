@@ -31,6 +31,7 @@ from google.adk.tools.tool_confirmation import ToolConfirmation
 from signoff.audit import CallSpec, Review, ReviewService, Store
 from signoff.audit.decided import DecisionNotProven, TrustCache, prove_decision
 from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
+from signoff.bridge import _telemetry as telemetry
 from signoff.bridge._calls import WORKFLOW_CONFIRMATION_PREFIX, PausedCall, agent_actor, binding_for
 from signoff.bridge._guard import ConfirmationRefused
 from signoff.bridge._mapping import EDITED, RUNS, STOPS, edit_note, stop_result, to_tool_confirmation
@@ -114,6 +115,7 @@ class ToolGate:
         try:
             proven = await asyncio.to_thread(prove_decision, self.signoff.store, review_id, cache=self.signoff.trust)
         except DecisionNotProven as exc:
+            telemetry.not_proven(review_id, self.signoff.store.log_id, str(exc))
             return {
                 "error": f"The call {tool.name}() was not run: its decision is not proven by the log ({exc}).",
                 "signoff": {"review": review_id, "status": "not_proven"},
@@ -125,14 +127,19 @@ class ToolGate:
                 "person's decision, so the call stays paused until one resumes it"
             )
         await asyncio.to_thread(self._own_the_resume, review)
+        events = tool_context.session.events
+        log_id = self.signoff.store.log_id
         if review.status in STOPS:
+            telemetry.reached_call(review, log_id, events)
             return stop_result(review)
         if review.executed:
+            telemetry.reached_call(review, log_id, events, not_run="already_executed")
             return {
                 "error": f"The call {tool.name}() was not run again: the log shows it already ran.",
                 "signoff": {"review": review.id, "status": "already_executed"},
             }
         if review.resume_failed:
+            telemetry.reached_call(review, log_id, events, not_run="resume_failed")
             return {
                 "error": f"The call {tool.name}() was not run: the log says it never runs ({review.resume_failed}).",
                 "signoff": {"review": review.id, "status": "resume_failed", "reason": review.resume_failed},
@@ -148,6 +155,7 @@ class ToolGate:
         args.clear()
         args.update(copy.deepcopy(review.final_args or {}))
         tool_context.tool_confirmation = to_tool_confirmation(review)
+        telemetry.reached_call(review, log_id, events)
         self._running[_run_key(tool_context)] = review
         self._in_flight[_run_key(tool_context)] = (review.id, tool_context.session.id, now)
         return None
@@ -186,16 +194,19 @@ class ToolGate:
         try:
             await asyncio.to_thread(prove_decision, self.signoff.store, review.id, cache=self.signoff.trust)
         except DecisionNotProven as exc:
+            telemetry.not_proven(review.id, self.signoff.store.log_id, str(exc))
             return True, {
                 "error": f"The call {tool.name}() was not run: its auto-approval is not proven by the log ({exc}).",
                 "signoff": {"review": review.id, "status": "not_proven"},
             }
         if review.executed:  # a re-driven invocation: this call's auto-approval already ran
+            telemetry.reached_call(review, self.signoff.store.log_id, (), not_run="already_executed")
             return True, {
                 "error": f"The call {tool.name}() was not run again: the log shows it already ran.",
                 "signoff": {"review": review.id, "status": "already_executed"},
             }
         tool_context.tool_confirmation = ToolConfirmation(confirmed=True)
+        telemetry.reached_call(review, self.signoff.store.log_id, ())
         self._running[_run_key(tool_context)] = review
         self._in_flight[_run_key(tool_context)] = (review.id, session.id, time.monotonic())
         return True, None

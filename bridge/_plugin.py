@@ -23,6 +23,7 @@ from google.genai import types
 
 from signoff.audit import Frontier
 from signoff.audit.errors import AuditError
+from signoff.bridge import _telemetry as telemetry
 from signoff.bridge._answers import check_answers
 from signoff.bridge._calls import (
     A2A_TASK,
@@ -172,6 +173,9 @@ class SignoffPlugin(BasePlugin):
         links = {cid: link for cid, rid in by_call.items() if (link := self.signoff.review_link(rid))}
         if links:  # where a developer in `adk web` (the event's metadata) goes to see and decide it
             metadata[METADATA_KEY]["links"] = links
+        traceparent = telemetry.pause_traceparent()
+        if traceparent:  # where each review's span goes in the agent's trace (when an SDK records)
+            metadata[METADATA_KEY][telemetry.TRACE_KEY] = traceparent
         # Stamped in place: ADK persists this very event object right after the callbacks.
         event.custom_metadata = metadata
         self._watch_task(invocation_context.invocation_id, frontier.id)

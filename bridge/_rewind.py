@@ -41,6 +41,7 @@ from google.adk.events.event import Event
 
 from signoff.audit import Frontier, ReviewService
 from signoff.audit.errors import AlreadyResumed, AuditError
+from signoff.bridge import _telemetry as telemetry
 from signoff.bridge._calls import adk_confirmation_id
 
 log = logging.getLogger("signoff.bridge")
@@ -85,6 +86,7 @@ def record_gone(reviews: ReviewService, frontier_id: str, found: tuple[str, str]
     except AlreadyResumed as exc:
         log.info("frontier %s: its session shows %s, but %s", frontier_id, kind, exc)
         return False
+    telemetry.withdrawn(reviews, entry.body["withdrawn"])
     log.warning(
         "frontier %s: %s; %s withdrawn, nothing of it runs (seq %d)",
         frontier_id,

@@ -30,6 +30,7 @@ from signoff.audit import CallSpec, Frontier, Review, ReviewService, Signer, Sto
 from signoff.audit.decided import TrustCache
 from signoff.audit.errors import PatchFailed, ReviewClosed, UnknownReview
 from signoff.audit.keys import read_private_key
+from signoff.bridge import _telemetry as telemetry
 from signoff.bridge._calls import KIND_INPUT, KIND_WORKFLOW_INPUT, PausedCall, agent_actor
 from signoff.bridge._gate import FORCED_PAUSE_STATUS, ToolGate, plugin_of
 from signoff.bridge._guard import resuming
@@ -107,6 +108,7 @@ class Signoff:
         self.desk_url = (desk_url or os.environ.get("SIGNOFF_DESK_URL") or "").rstrip("/") or None
         caller = sys._getframe(1).f_globals.get("__name__", "")
         self.package = str(caller).split(".", 1)[0]  # the app's package, for apply_reviewed_args
+        telemetry.watch(self)  # its store feeds the pending and unwitnessed metrics (when an SDK collects them)
         if default:
             global _DEFAULT
             _DEFAULT = self
@@ -149,6 +151,7 @@ class Signoff:
 
     def close(self) -> None:
         _INSTANCES.discard(self)
+        telemetry.unwatch(self)
         self.store.close()
 
     def note_claim(self, frontier_id: str) -> None:
