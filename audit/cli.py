@@ -48,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--store", default=os.environ.get("SIGNOFF_STORE", DEFAULT_STORE), help=STORE_HELP)
     parser.add_argument(
+        "--log",
+        dest="log_id",
+        metavar="ID",
+        default=os.environ.get("SIGNOFF_LOG") or None,
+        help="which of the store's logs (a store may hold several, one per app or team: `audit logs` lists "
+        "them; env SIGNOFF_LOG); default: the store's only log",
+    )
+    parser.add_argument(
         "--key",
         default=os.environ.get("SIGNOFF_KEY", DEFAULT_KEY),
         help="the log's private key file, for init and checkpoint (PEM, mode 0600; env SIGNOFF_KEY)",

@@ -63,10 +63,11 @@ def existing_store_url(text: str, option: str = "--store") -> str:
 
 
 def open_existing(args: argparse.Namespace) -> Store:
-    """The store named by ``--store``, which must already hold a log; creates no file or table."""
+    """The store named by ``--store``, bound to the log ``--log`` names (else its only one), which must
+    already exist; creates no file or table."""
     from signoff.audit.store import open_store
 
-    return open_store(existing_store_url(args.store), create=False)
+    return open_store(existing_store_url(args.store), create=False, log=getattr(args, "log_id", None))
 
 
 def free_port(host: str, port: int) -> bool:

@@ -155,6 +155,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         signed_decisions=args.decisions == "signed",
         origin=args.origin,
         sealed_values=not args.values_in_entries,
+        new_log=args.new_log,
     )
     admin = read_private_key(args.admin_key)
     from signoff.audit.c2sp import log_vkey
@@ -387,6 +388,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_logs(args: argparse.Namespace) -> int:
+    from signoff.audit.store import open_store
+
+    store = open_store(existing_store_url(args.store), create=False)
+    found = store.logs()
+    lines = [f"{'log':<22} {'entries':>8}  {'created':<28} origin"]
+    lines += [f"{one.id:<22} {one.size:>8}  {one.created_at:<28} {one.origin}" for one in found]
+    emit(args, {"logs": [one.to_json() for one in found]}, "\n".join(lines))
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from signoff.audit import schema_version
     from signoff.audit.store import open_store
@@ -435,7 +447,16 @@ def register(sub: Any) -> None:
         "made before values beside the log did (they can then never be erased); by default they live beside "
         "the log under salted commitments, and `audit erase` can erase them",
     )
+    init.add_argument(
+        "--new-log",
+        action="store_true",
+        help="add another log to a store that holds some already (one per app, team or environment; each "
+        "has its own keys, admin, reviewers, policies and checkpoints); without it, init refuses such a store",
+    )
     add_json(init)
+
+    logs = verb(sub, "logs", "list the logs the store holds", "audit --store sqlite:///signoff.db logs", cmd_logs)
+    add_json(logs)
 
     ver = verb(
         sub,

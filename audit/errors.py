@@ -35,6 +35,10 @@ class LogNotFound(StoreError):
     """The store has no log yet (run ``audit init``)."""
 
 
+class ManyLogs(StoreError):
+    """The store holds several logs and none was named (``--log ID``)."""
+
+
 class LogExists(StoreError):
     """``init`` was asked for a store that already holds a log."""
 

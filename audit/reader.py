@@ -18,7 +18,7 @@ from signoff.audit import entry as entries
 from signoff.audit.canonical import decode, parse_canonical
 from signoff.audit.driver import dbapi_cursor, fetch, notify_channel, safe_url
 from signoff.audit.entry import Entry
-from signoff.audit.errors import CanonicalFormError, LogNotFound, StoreError
+from signoff.audit.errors import CanonicalFormError, LogNotFound, ManyLogs, StoreError
 from signoff.audit.notify import ChangeFeed, postgres_watcher
 from signoff.audit.tables import EntryRow, KeyRow, LogRow
 from signoff.audit.trust import LogRules
@@ -44,10 +44,30 @@ class LogInfo:
     head: str
 
 
+@dataclass(frozen=True)
+class LogSummary:
+    """One of the store's logs, as ``audit logs`` lists it."""
+
+    id: str
+    created_at: str
+    size: int
+    origin: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"log": self.id, "created_at": self.created_at, "size": self.size, "origin": self.origin}
+
+
+def log_ids(conn: Connection) -> list[str]:
+    """Every log in the store, oldest first."""
+    query = select(LogRow.id).order_by(LogRow.created_at, LogRow.id)  # type: ignore[call-overload]
+    return [str(row[0]) for row in conn.execute(query)]
+
+
 class LogReader:
     """Reads of one log; the attributes below are set by :class:`signoff.audit.store.Store`."""
 
     url: str
+    wanted_log: str | None
     backend: str
     clock: Callable[[], datetime]
     read_engine: Engine
@@ -61,17 +81,55 @@ class LogReader:
 
     def info(self) -> LogInfo:
         if self._log is None:
-            with self.read_engine.connect() as conn:
-                row = conn.execute(
-                    select(LogRow.id, LogRow.public_key, LogRow.created_at)  # type: ignore[call-overload]
-                ).first()
-            if row is None:
-                raise LogNotFound(f"store {safe_url(self.url)}: expected a log, found none (run `audit init`)")
+            row = self._log_row()
             self._log = LogInfo(row[0], row[1], row[2], 0, "")
             if self.backend == "postgresql" and self.feed._watcher is None:
                 self.feed._watcher = postgres_watcher(self._pg_conninfo, notify_channel(row[0]))
         size, head = self._head()
         return LogInfo(self._log.id, self._log.public_key, self._log.created_at, size, head)
+
+    def _log_row(self) -> Any:
+        """The ``signoff_log`` row of the log this object is bound to (``wanted_log``), else of the only one."""
+        query = select(LogRow.id, LogRow.public_key, LogRow.created_at)  # type: ignore[call-overload]
+        with self.read_engine.connect() as conn:
+            if self.wanted_log is not None:
+                row = conn.execute(query.where(LogRow.id == self.wanted_log)).first()
+                if row is None:
+                    held = ", ".join(log_ids(conn)) or "none"
+                    raise LogNotFound(
+                        f"store {safe_url(self.url)}: expected log {self.wanted_log}, found no such log "
+                        f"(it holds: {held})"
+                    )
+                return row
+            rows = conn.execute(query.order_by(LogRow.created_at, LogRow.id).limit(2)).all()
+            if not rows:
+                raise LogNotFound(f"store {safe_url(self.url)}: expected a log, found none (run `audit init`)")
+            if len(rows) > 1:
+                raise ManyLogs(
+                    f"store {safe_url(self.url)}: expected one log, found {len(log_ids(conn))} "
+                    f"({', '.join(log_ids(conn))}); name one with --log ID (or $SIGNOFF_LOG)"
+                )
+            return rows[0]
+
+    def logs(self) -> list[LogSummary]:
+        """Every log the store holds, oldest first: its size and its C2SP origin (from its entry 1)."""
+        with self.read_engine.connect() as conn:
+            held = conn.execute(
+                select(LogRow.id, LogRow.created_at).order_by(LogRow.created_at, LogRow.id)  # type: ignore[call-overload]
+            ).all()
+        found = []
+        for log_id, created in held:
+            sizes = self.read_rows("SELECT MAX(seq) AS top FROM signoff_entry WHERE log = ?", log_id)
+            top = sizes[0].top if sizes and sizes[0].top is not None else -1
+            first = self.read_rows("SELECT raw FROM signoff_entry WHERE log = ? AND seq = 1", log_id)
+            entry = parse_entry(bytes(first[0].raw)) if first else None
+            rules = (
+                LogRules.configured(log_id, entry.body)
+                if entry is not None and entry.kind == "log.configured"
+                else LogRules(log_id)
+            )
+            found.append(LogSummary(str(log_id), str(created), int(top) + 1, rules.origin))
+        return found
 
     @property
     def log_id(self) -> str:

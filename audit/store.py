@@ -73,10 +73,16 @@ class Store(LogTree):
         clock: Callable[[], datetime] | None = None,
         create: bool = True,
         check_schema: bool = True,
+        log: str | None = None,
     ) -> None:
         """Open the store; ``create`` makes its tables in an empty database (never otherwise), and
-        ``check_schema`` refuses a store at another schema revision (:mod:`.schema_version`)."""
+        ``check_schema`` refuses a store at another schema revision (:mod:`.schema_version`).
+
+        ``log``: which of the store's logs this object reads and writes (one store holds any number,
+        each with its own keys, admin, reviewers, policies and checkpoints). Without it, the store's
+        only log; a store that holds several refuses to guess (:class:`ManyLogs`)."""
         self.url = url
+        self.wanted_log = log
         self.clock = clock or (lambda: datetime.now(UTC))
         parsed = make_url(url)
         self.backend = parsed.get_backend_name()
@@ -135,6 +141,7 @@ class Store(LogTree):
         signed_decisions: bool = True,
         origin: str | None = None,
         sealed_values: bool = True,
+        new_log: bool = False,
     ) -> LogInfo:
         """Create the log, its Ed25519 key and a separate administrator's key (PEM files, mode 0600,
         never in the database; DESIGN.md "Who holds which key").
@@ -146,12 +153,16 @@ class Store(LogTree):
         ``sealed_values`` (the default): reviews keep their personal data beside the log, under
         commitments, so that it can be erased (:mod:`signoff.audit.sealing`); ``False`` keeps it in the
         entries, as logs made before did (it can then never be erased).
+
+        ``new_log``: add another log to a store that holds some already (one per app, team or
+        environment); without it, a store with a log refuses (a second ``init`` by mistake). This
+        object then reads and writes the new log.
         """
         if origin is not None:
             check_origin(origin)
-        with self.read_engine.connect() as conn:
-            if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
-                raise LogExists(f"store {safe_url(self.url)}: expected an empty store, found a log already")
+        if not new_log:
+            with self.read_engine.connect() as conn:
+                self._refuse_if_any_log(conn)
         entries.check_actor(admin, "admin")
         if not admin.startswith("admin:"):
             raise InvalidEntry(f"admin: expected an admin: actor (admin:<name>), found {admin!r}")
@@ -191,8 +202,8 @@ class Store(LogTree):
             with self.write_engine.begin() as conn:
                 if self.backend == "postgresql":  # two racing inits: the second waits, then sees the first log
                     conn.execute(text("LOCK TABLE signoff_log IN EXCLUSIVE MODE"))
-                if conn.execute(select(LogRow.id)).first() is not None:  # type: ignore[call-overload]
-                    raise LogExists(f"store {safe_url(self.url)}: expected an empty store, found a log already")
+                if not new_log:
+                    self._refuse_if_any_log(conn)
                 conn.execute(insert(LogRow), {"id": log_id, "created_at": created, "public_key": signer.public})
                 for row in rows:
                     conn.exec_driver_sql(self._sql["insert"], row)
@@ -211,11 +222,20 @@ class Store(LogTree):
             Path(key_path).unlink(missing_ok=True)
             admin_path.unlink(missing_ok=True)
             raise
+        self.wanted_log = log_id
         self._log = None
         self._rules = None
         self._compact_cache = None
         self.feed.bump()
         return self.info()
+
+    def _refuse_if_any_log(self, on: Any) -> None:
+        found = [row.id for row in on.execute(select(LogRow.id).limit(3))]  # type: ignore[call-overload]
+        if found:
+            raise LogExists(
+                f"store {safe_url(self.url)}: expected an empty store, found log {found[0]}"
+                f"{' and more' if len(found) > 1 else ''}; to add another log to it, init with --new-log"
+            )
 
     # -- writing ---------------------------------------------------------------------
 
@@ -452,9 +472,15 @@ def default_admin_key(key_path: str | Path) -> Path:
 
 
 def open_store(
-    url: str, *, clock: Callable[[], datetime] | None = None, create: bool = True, check_schema: bool = True
+    url: str,
+    *,
+    clock: Callable[[], datetime] | None = None,
+    create: bool = True,
+    check_schema: bool = True,
+    log: str | None = None,
 ) -> Store:
-    """Open the store named by ``url``; ``postgres://`` and ``postgresql://`` use psycopg 3."""
+    """Open the store named by ``url`` (``postgres://`` and ``postgresql://`` use psycopg 3), bound to
+    ``log`` (by default its only log: see :class:`Store`)."""
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://") :]
-    return Store(url, clock=clock, create=create, check_schema=check_schema)
+    return Store(url, clock=clock, create=create, check_schema=check_schema, log=log)

@@ -71,6 +71,7 @@ class Signoff:
         app: str | None = None,
         desk_url: str | None = None,
         requester: Callable[[str], str] | None = None,
+        log: str | None = None,
     ) -> None:
         """Open the log named by ``store`` (create it first with ``audit init``, away from the agent).
 
@@ -92,8 +93,11 @@ class Signoff:
         e.g. ``lambda user_id: "human:" + user_id``. Each review records it as ``requested_by``, and that
         person may reject their own request but not approve or edit it (review rule 2a), unless the
         log's policy for the tool, set by the admin, says ``self_approval``.
+
+        ``log``: the log of the store this app's reviews go to, where the store holds several (one per
+        app, team or environment; ``audit logs`` lists them); by default the store's only log.
         """
-        self.store = open_store(store, create=False) if isinstance(store, str) else store
+        self.store = open_store(store, create=False, log=log) if isinstance(store, str) else store
         signer = read_private_key(service_key) if isinstance(service_key, str | Path) else service_key
         self.reviews = ReviewService(self.store, signer=signer)
         self.trust = TrustCache(log_key=log_key)

@@ -91,8 +91,9 @@ def load_app(spec: str, agents_dir: str | None) -> tuple[Any, Any]:
     return app, module
 
 
-def signoff_of(app: Any, module: Any, store: str | None) -> Signoff:
-    """The Signoff behind the App's plugin, else the module's ``signoff``, else one on ``--store``."""
+def signoff_of(app: Any, module: Any, store: str | None, log: str | None = None) -> Signoff:
+    """The Signoff behind the App's plugin, else the module's ``signoff``, else one on ``--store`` (and
+    ``--log``)."""
     for plugin in app.plugins or []:
         if isinstance(plugin, SignoffPlugin) and isinstance(plugin.signoff, Signoff):
             return plugin.signoff
@@ -100,7 +101,7 @@ def signoff_of(app: Any, module: Any, store: str | None) -> Signoff:
     if isinstance(found, Signoff):
         return found
     if store:
-        return Signoff(store, default=False)
+        return Signoff(store, default=False, log=log)
     raise UsageError(
         "expected the App to carry Signoff's plugin (plugins=[signoff.plugin()]) or its module to define "
         "`signoff = Signoff(...)`, found neither; or pass --store"
@@ -169,7 +170,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     setup_logging(args.verbose)
     app, module = load_app(args.app, args.agents_dir)
-    signoff = signoff_of(app, module, store)
+    signoff = signoff_of(app, module, store, args.log_id)
     # The very function `adk api_server --session_service_uri` uses, so every URI it takes works here.
     try:
         sessions = create_session_service_from_options(
@@ -246,6 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--store",
         help="the Signoff store when the App's module defines no Signoff: a URL (sqlite:///file.db, "
         "postgresql://…) or a SQLite file path",
+    )
+    resume.add_argument(
+        "--log",
+        dest="log_id",
+        metavar="ID",
+        default=os.environ.get("SIGNOFF_LOG") or None,
+        help="with --store: which of its logs (env SIGNOFF_LOG; default: its only log)",
     )
     resume.add_argument("--actor", help="this worker's name on the log (give each concurrent worker its own)")
     resume.add_argument("--max-wait", type=float, default=5.0, help="seconds between passes at most (push wakes it)")

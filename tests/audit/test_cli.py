@@ -230,7 +230,7 @@ def test_unusable_input_exits_2_with_a_message(admin_setup: dict[str, Any], tmp_
         ([*s, "consistency", str(tmp_path / "absent.json")], "expected a checkpoint file"),
         (["--store", "mysql://x@y/z", "verify"], "expected sqlite:/// or postgresql://"),
         (["--store", "sqlite:///:memory:", "verify"], "expected a SQLite file"),
-        ([*s, "--key", str(tmp_path / "new.pem"), "init", "--admin-key", str(tmp_path / "a2.pem")], "a log already"),
+        ([*s, "--key", str(tmp_path / "new.pem"), "init", "--admin-key", str(tmp_path / "a2.pem")], "--new-log"),
         ([*s, "--key", str(admin_setup["admin_key"]), "checkpoint"], "expected the log's key"),
     ]
     store = open_store(admin_setup["url"])
