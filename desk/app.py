@@ -14,7 +14,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 
 from signoff.audit import ReviewService, open_store
-from signoff.audit.errors import AuditError, KeyFileError
+from signoff.audit.driver import safe_url
+from signoff.audit.errors import AuditError, KeyFileError, LogNotFound
 from signoff.audit.keys import read_private_key
 from signoff.desk import reqlog, retention, web
 from signoff.desk.auth import Accounts
@@ -24,8 +25,9 @@ from signoff.desk.db import make_engine
 from signoff.desk.deps import NeedSignIn
 from signoff.desk.errors import classify, problem
 from signoff.desk.guard import DEFAULT_MAX_BODY, Guard
+from signoff.desk.logs import Desks
 from signoff.desk.metrics import Metrics
-from signoff.desk.routes import api, decided, delegations, log, ops, proposals, reviews, signin, slack, tlog
+from signoff.desk.routes import api, decided, delegations, log, ops, proposals, queue, reviews, signin, slack, tlog
 from signoff.desk.scope import ToolRoles
 from signoff.desk.sse import Broker
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
@@ -50,12 +52,14 @@ def create_app(
     witnesses: Sequence[str] = (),
     witness_quorum: int = 1,
     retention_every: float | None = None,
+    logs: Sequence[str] | None = None,
 ) -> FastAPI:
-    """Build the desk for the log at ``store_url`` (made beforehand by ``audit init``).
+    """Build the desk for the logs at ``store_url`` (made beforehand by ``audit init``): every log the
+    store holds, or those ``logs`` names (desk/logs.py).
 
-    ``key_path`` is the log's own Ed25519 key; with it the desk can sign checkpoints. A file that
-    cannot be read, or that holds another key (such as the admin key, which never belongs on the
-    desk host), raises :class:`~signoff.audit.errors.KeyFileError`. ``rp_id`` and ``origin`` fix
+    ``key_path`` is a log's own Ed25519 key; with it the desk can sign that log's checkpoints. A file
+    that cannot be read, or that holds no served log's key (such as the admin key, which never belongs
+    on the desk host), raises :class:`~signoff.audit.errors.KeyFileError`. ``rp_id`` and ``origin`` fix
     the WebAuthn relying party (behind a proxy); by default each request's own host and origin.
     ``service`` lets an in-process agent (``desk demo``) share one ``ReviewService``, so its
     wake-ups are in-memory signals.
@@ -83,68 +87,79 @@ def create_app(
     if checkpoint_every is not None and (key_path is None or checkpoint_every <= 0):
         raise KeyFileError("--checkpoint-every: expected the log key (--key) and a number of seconds above 0")
     if service is not None:
-        svc = service
-        store = service.store
+        stores = [service.store]
     else:
-        store = open_store(store_url, create=False)
-        store.log_id  # noqa: B018 - raises LogNotFound on an empty store (`audit init` makes the log)
-        svc = ReviewService(store)
-    if key_path is not None:
-        _check_log_key(store, Path(key_path))
-    retention.check(store, retention_every)
+        stores = [open_store(store_url, create=False, log=log) for log in _served_logs(store_url, logs)]
+    key_log = _log_of_key(stores, Path(key_path)) if key_path is not None else None
+    for store in stores:
+        retention.check(store, retention_every)
     engine = make_engine(store_url)
-    tool_roles = ToolRoles(store)
-    desk = Desk(
-        store=store,
-        svc=svc,
-        accounts=Accounts(engine, store.log_id),
-        broker=Broker(store, svc, tool_roles),
-        cache=LogCache(store),
-        metrics=Metrics(lambda: svc.count_pending(), unwitnessed=LogCoverage(store).unwitnessed),
-        verifier=IncrementalVerifier(store),
-        rules=RuleVerifier(store),
-        templates=make_templates(),
-        key_path=Path(key_path) if key_path else None,
-        secure_cookies=secure_cookies,
-        rp_id=rp_id,
-        origin=origin.rstrip("/") if origin else None,
-        allowed_origins=tuple(allowed_origins),
-        max_body=max_body,
-        stalled_after=stalled_after,
-        witness_vkeys=tuple(witnesses),
-        witness_quorum=witness_quorum,
-    )
+    templates = make_templates()
+
+    def desk_of(store: Any) -> Desk:
+        svc = service if service is not None else ReviewService(store)
+        return Desk(
+            store=store,
+            svc=svc,
+            accounts=Accounts(engine, store.log_id),
+            broker=Broker(store, svc, ToolRoles(store)),
+            cache=LogCache(store),
+            metrics=Metrics(lambda: svc.count_pending(), unwitnessed=LogCoverage(store).unwitnessed),
+            verifier=IncrementalVerifier(store),
+            rules=RuleVerifier(store),
+            templates=templates,
+            key_path=Path(key_path) if key_path is not None and store.log_id == key_log else None,
+            secure_cookies=secure_cookies,
+            rp_id=rp_id,
+            origin=origin.rstrip("/") if origin else None,
+            allowed_origins=tuple(allowed_origins),
+            max_body=max_body,
+            stalled_after=stalled_after,
+            witness_vkeys=tuple(witnesses),
+            witness_quorum=witness_quorum,
+        )
+
+    desks = Desks({store.log_id: desk_of(store) for store in stores})
+    desk = desks.default
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        desk.broker.start()
+        for one in desks:
+            one.broker.start()
 
-        # Warm the verification badge and the visibility index off the request path.
+        # Warm the verification badges and the visibility indexes off the request path.
         def warm_up() -> None:
-            desk.verifier.warm()
-            tool_roles.refresh()
+            for one in desks:
+                one.verifier.warm()
+                one.tool_roles.refresh()
 
         warm = threading.Timer(1.0, warm_up)
         warm.daemon = True
         warm.start()
         publishing = None
-        if checkpoint_every is not None and key_path is not None:
+        keyed = next((one for one in desks if one.key_path is not None), None)
+        if checkpoint_every is not None and keyed is not None and keyed.key_path is not None:
             from signoff.audit.publisher import Publisher
 
-            publisher = Publisher(store, read_private_key(key_path))
+            publisher = Publisher(keyed.store, read_private_key(keyed.key_path))
             publishing = (publisher, *publisher.start(checkpoint_every))
-        erasing = retention.start(store, retention_every, svc.signer) if retention_every is not None else None
+        erasing = (
+            [retention.start(one.store, retention_every, one.svc.signer) for one in desks]
+            if retention_every is not None
+            else []
+        )
         yield
         warm.cancel()
-        if erasing is not None:
-            erasing[1].set()
-            erasing[0].join(10)
+        for thread, stop in erasing:
+            stop.set()
+            thread.join(10)
         if publishing is not None:
             publisher, thread, stop = publishing
             stop.set()
             thread.join(10)
             publisher.close()
-        desk.broker.stop()
+        for one in desks:
+            one.broker.stop()
 
     app = FastAPI(
         title="Signoff desk",
@@ -155,11 +170,13 @@ def create_app(
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
-    app.state.desk = desk
+    app.state.desks = desks
+    app.state.desk = desk  # the first log's (the only one's, on a store with one log)
 
     app.include_router(ops.router)
     app.include_router(api.router)
     app.include_router(signin.router)
+    app.include_router(queue.router)
     app.include_router(reviews.router)
     app.include_router(decided.router)
     app.include_router(log.router)
@@ -217,12 +234,35 @@ class LogCoverage:
         return self._value
 
 
-def _check_log_key(store: Any, path: Path) -> None:
-    """Refuse a log key file the desk cannot read, or one that is not this log's key."""
+def _served_logs(store_url: str, wanted: Sequence[str] | None) -> list[str]:
+    """The logs to serve: ``wanted`` (each must be in the store), else every log the store holds."""
+    probe = open_store(store_url, create=False)
+    try:
+        held = [one.id for one in probe.logs()]
+    finally:
+        probe.close()
+    if not held:
+        raise LogNotFound(f"store {safe_url(store_url)}: expected a log, found none (run `audit init`)")
+    if not wanted:
+        return held
+    missing = [log for log in wanted if log not in held]
+    if missing:
+        raise LogNotFound(
+            f"--log: expected a log of the store, found {', '.join(missing)} (it holds: {', '.join(held)})"
+        )
+    return list(dict.fromkeys(wanted))
+
+
+def _log_of_key(stores: Sequence[Any], path: Path) -> str:
+    """The served log whose own key ``path`` holds; refuse a file the desk cannot read, or another key."""
     signer = read_private_key(path)  # KeyFileError names the file and what is wrong with it
-    if signer.public == store.public_key:
-        return
-    owners = [actor for fingerprint, actor in store.key_owners() if fingerprint == signer.fingerprint]
+    for store in stores:
+        if signer.public == store.public_key:
+            return str(store.log_id)
+    owners = [
+        actor for store in stores for fingerprint, actor in store.key_owners() if fingerprint == signer.fingerprint
+    ]
     found = f"the key of {owners[0]}" if owners else f"another key ({signer.fingerprint})"
     advice = " (an admin key never belongs on the desk host)" if any(o.startswith("admin:") for o in owners) else ""
-    raise KeyFileError(f"{path}: expected the log's own key ({store.public_key}), found {found}{advice}")
+    wanted = stores[0].public_key if len(stores) == 1 else "the own key of one of its logs"
+    raise KeyFileError(f"{path}: expected the log's own key ({wanted}), found {found}{advice}")

@@ -73,6 +73,7 @@ class SignedIn:
     via: str  # "session" | "token"
     info: Any = None  # the reviewer's ReviewerInfo from the log, once looked up
     session: str = ""  # SHA-256 of the session cookie (browser sessions), to end its event streams
+    log: str = ""  # the log the session was opened on (a desk serving several logs: desk/logs.py)
 
 
 class SignInRefused(Exception):
@@ -146,21 +147,28 @@ class Accounts:
             s.commit()
         return token, csrf
 
-    def session(self, token: str) -> SignedIn | None:
+    def session(self, token: str, *, any_log: bool = False) -> SignedIn | None:
+        """The open session of this cookie, on this log (``any_log``: on whichever log it was opened)."""
         with Session(self.engine) as s:
             row = s.get(SessionRow, _sha(token))
-            if row is None or row.log != self.log:
+            if row is None or (row.log != self.log and not any_log):
                 return None
             expires = _aware(row.expires_at)
             if expires is None or expires < utcnow():
                 return None
-            return SignedIn(row.reviewer, row.csrf, "session", session=row.token_hash)
+            return SignedIn(row.reviewer, row.csrf, "session", session=row.token_hash, log=row.log)
 
-    def session_alive(self, token_hash: str) -> bool:
+    def session_log(self, token: str) -> str | None:
+        """The log the session of this cookie was opened on (one indexed read), if there is one."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_SESSION, {"token_hash": _sha(token)}).first()
+        return str(row.log) if row is not None else None
+
+    def session_alive(self, token_hash: str, *, any_log: bool = False) -> bool:
         """Whether the session with this hash is still open (an event stream asks every half second)."""
         with self.engine.connect() as conn:
             row = conn.execute(_SESSION, {"token_hash": token_hash}).first()
-        if row is None or row.log != self.log:
+        if row is None or (row.log != self.log and not any_log):
             return False
         expires = _aware(row.expires_at)
         return expires is not None and expires >= utcnow()
@@ -200,7 +208,13 @@ class Accounts:
             row = conn.execute(_TOKEN, {"token_hash": _sha(token)}).first()
         if row is None or row.revoked or row.log != self.log:
             return None
-        return SignedIn(row.reviewer, "", "token")
+        return SignedIn(row.reviewer, "", "token", log=row.log)
+
+    def token_log(self, token: str) -> str | None:
+        """The log an API token was made on, if it is one (revoked or not)."""
+        with self.engine.connect() as conn:
+            row = conn.execute(_TOKEN, {"token_hash": _sha(token)}).first()
+        return str(row.log) if row is not None else None
 
     def tokens(self, reviewer: str) -> list[ApiToken]:
         with Session(self.engine) as s:

@@ -21,7 +21,7 @@ class LogCache:
     def __init__(self, store: Any, max_items: int = 256) -> None:
         self.store = store
         self.max_items = max_items
-        self._items: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[Hashable, Any]] = OrderedDict()
         self._timed: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -43,7 +43,11 @@ class LogCache:
         return value
 
     def read(self, key: Hashable, load: Callable[[], T]) -> T:
-        size = self.store.size()  # read first: a loaded value can only be newer than its key
+        return self.read_at(key, self.store.size(), load)  # the size read first: a loaded value can only be newer
+
+    def read_at(self, key: Hashable, size: Hashable, load: Callable[[], T]) -> T:
+        """As :meth:`read`, at a size the caller read first: for a value of several logs (desk/across.py),
+        the tuple of their sizes."""
         with self._lock:
             hit = self._items.get(key)
             if hit is not None and hit[0] == size:

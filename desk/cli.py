@@ -52,8 +52,26 @@ def _admin_key_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _store_arg(p: argparse.ArgumentParser) -> None:
+def _store_arg(p: argparse.ArgumentParser, *, logs: bool = False) -> None:
     p.add_argument("--store", default=DEFAULT_STORE, help=STORE_HELP)
+    if logs:  # desk serve: any number
+        p.add_argument(
+            "--log",
+            dest="log_ids",
+            metavar="ID",
+            action="append",
+            default=None,
+            help="serve this log of the store (repeat for several; `audit logs` lists them); default: every "
+            "log it holds, in one queue",
+        )
+    else:
+        p.add_argument(
+            "--log",
+            dest="log_id",
+            metavar="ID",
+            default=os.environ.get("SIGNOFF_LOG") or None,
+            help="which of the store's logs (env SIGNOFF_LOG); default: its only log",
+        )
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -71,7 +89,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         cmd_serve,
         EXIT_CODES,
     )
-    _store_arg(s)
+    _store_arg(s, logs=True)
     s.add_argument(
         "--key",
         default=os.environ.get("SIGNOFF_KEY"),
@@ -283,13 +301,13 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def _accounts(store_url: str):  # type: ignore[no-untyped-def]
+def _accounts(store_url: str, log: str | None = None):  # type: ignore[no-untyped-def]
     from signoff.audit import ReviewService, open_store
     from signoff.desk.auth import Accounts
     from signoff.desk.db import make_engine
 
     url = existing_store_url(store_url)
-    store = open_store(url, create=False)
+    store = open_store(url, create=False, log=log)
     return store, ReviewService(store), Accounts(make_engine(url), store.log_id)
 
 
@@ -343,20 +361,21 @@ def cmd_serve(a: argparse.Namespace) -> int:
         witnesses=a.witness,
         witness_quorum=a.witness_quorum,
         retention_every=a.retention_every,
+        logs=a.log_ids,
     )
-    desk = app.state.desk
-    mode = "signed decisions required" if desk.signed_decisions else "UNSIGNED decisions allowed"
-    print(
-        f"desk: serving log {desk.store.log_id} ({mode}) on http://{a.host}:{a.port}/",
-        file=sys.stderr,
-        flush=True,
-    )
+    for desk in app.state.desks:
+        mode = "signed decisions required" if desk.signed_decisions else "UNSIGNED decisions allowed"
+        print(
+            f"desk: serving log {desk.store.log_id} ({desk.store.rules.origin}; {mode}) on http://{a.host}:{a.port}/",
+            file=sys.stderr,
+            flush=True,
+        )
     a.store = url
-    notifier = notify_cli.start_in_desk(a, desk) if a.notify else None
+    notifiers = [notify_cli.start_in_desk(a, desk) for desk in app.state.desks] if a.notify else []
     try:
         uvicorn.run(app, host=a.host, port=a.port, log_level="warning", access_log=False, timeout_graceful_shutdown=2)
     finally:
-        if notifier is not None:
+        for notifier in notifiers:
             notifier.stop()
     return 0
 
@@ -384,7 +403,7 @@ def _on_store(run: Callable[[argparse.Namespace, Any, Any], None]) -> Callable[[
     """A ``desk reviewer`` verb: ``run(args, review service, desk accounts)`` on the store ``--store`` names."""
 
     def verb_run(a: argparse.Namespace) -> int:
-        store, svc, accounts = _accounts(a.store)
+        store, svc, accounts = _accounts(a.store, a.log_id)
         try:
             run(a, svc, accounts)
         finally:

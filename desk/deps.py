@@ -11,15 +11,49 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
+from signoff.desk.logs import Desks
 
 SESSION_COOKIE = "desk_session"
 PRE_CSRF_COOKIE = "desk_csrf"
 
 
-async def get_desk(request: Request) -> Desk:
-    # async: no I/O here, and a sync dependency would cost a thread-pool hop per request
-    desk: Desk = request.app.state.desk
-    return desk
+async def get_desks(request: Request) -> Desks:
+    desks: Desks = request.app.state.desks
+    return desks
+
+
+DesksDep = Annotated[Desks, Depends(get_desks)]
+
+
+async def get_desk(request: Request, desks: DesksDep) -> Desk:
+    """The log this request is about (desk/logs.py): the one holding the review it names, or the one its
+    ``log`` parameter names, or the one its session (or API token) was opened on; else the first."""
+    # async: with one log no I/O at all, and a sync dependency would cost a thread-pool hop per request
+    if not desks.many:
+        return desks.default
+    if desks.default.store.backend == "sqlite":  # indexed reads of a local WAL file: cheaper than a hop
+        return _which(desks, request)
+    return await run_in_threadpool(_which, desks, request)
+
+
+def _which(desks: Desks, request: Request) -> Desk:
+    review_id = request.path_params.get("review_id")
+    if review_id:  # a review no served log holds: the first log's desk answers "no such review"
+        return desks.for_review(str(review_id)) or desks.default
+    named = request.query_params.get("log")
+    if named:
+        found = desks.get(named)
+        if found is None:
+            raise HTTPException(404, f"This desk serves no log {named!r}.")
+        return found
+    accounts = desks.default.accounts
+    cookie = request.cookies.get(SESSION_COOKIE)
+    log = accounts.session_log(cookie) if cookie else None
+    if log is None:
+        bearer = request.headers.get("authorization", "")
+        if bearer.lower().startswith("bearer "):
+            log = accounts.token_log(bearer[7:].strip())
+    return (desks.get(log) if log else None) or desks.default
 
 
 DeskDep = Annotated[Desk, Depends(get_desk)]
@@ -70,14 +104,22 @@ class NeedSignIn(Exception):
 
 
 def page_reviewer(request: Request, desk: DeskDep) -> SignedIn:
+    """The person signed in, as the request's log knows them. On a desk serving several logs a session
+    opened on one log serves the others where the person is an enabled reviewer with a desk account
+    (desk/across.py); elsewhere the page answers as for a review they may not see."""
     token = request.cookies.get(SESSION_COOKIE)
-    who = desk.accounts.session(token) if token else None
+    who = desk.accounts.session(token, any_log=True) if token else None
     if who is None:
         raise NeedSignIn()
     info = desk.svc.reviewer(who.reviewer)
-    if info is None or not info.enabled:
+    here = who.log == desk.accounts.log
+    if here and (info is None or not info.enabled):
         desk.accounts.close_session(token or "")
         raise NeedSignIn()
+    if not here and (info is None or not info.enabled or not desk.accounts.has_account(who.reviewer)):
+        from signoff.desk.web import Refused
+
+        raise Refused(404, "Not here", "You are not a reviewer on the log this page is about.")
     return replace(who, info=info)
 
 

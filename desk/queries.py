@@ -114,7 +114,7 @@ class Outcome:
         }
 
 
-def _listed(store: Any, rows: Sequence[Any], resumed: dict[str, bool] | None = None) -> list[Listed]:
+def listed(store: Any, rows: Sequence[Any], resumed: dict[str, bool] | None = None) -> list[Listed]:
     found = [review_from_row(row, (resumed or {}).get(row.frontier, False)) for row in rows]
     out = []
     for row, review in zip(rows, reveal.revealed(store, found), strict=True):
@@ -187,7 +187,7 @@ def from_log(store: Any, rows: Sequence[Any]) -> list[Listed]:
     return out
 
 
-def _rows(store: Any, ids: Sequence[str]) -> list[Any]:
+def rows_of(store: Any, ids: Sequence[str]) -> list[Any]:
     """Whole projection rows for ``ids``, in that order."""
     if not ids:
         return []
@@ -200,7 +200,7 @@ def _rows(store: Any, ids: Sequence[str]) -> list[Any]:
 # -- the queue ----------------------------------------------------------------------------------
 
 
-def _pending(store: Any, visible: ColumnElement[bool], tool: str | None, agent: str | None) -> list[Any]:
+def pending_where(store: Any, visible: ColumnElement[bool], tool: str | None, agent: str | None) -> list[Any]:
     where = [col(ReviewRow.log) == store.log_id, col(ReviewRow.status) == "pending", visible]
     if tool:
         where.append(col(ReviewRow.tool) == tool)
@@ -220,7 +220,7 @@ def pending(
     offset: int = 0,
 ) -> tuple[list[Listed], int]:
     """Open reviews the reader sees (oldest first, or by deadline: soonest first, none last), and their count."""
-    where = _pending(store, visible, tool, agent)
+    where = pending_where(store, visible, tool, agent)
     with store.read_engine.connect() as conn:
         total = int(conn.execute(select(func.count()).select_from(ReviewRow).where(*where)).scalar_one())
         if sort == "deadline":
@@ -251,7 +251,7 @@ def pending(
                         .offset(max(0, offset - with_deadline))
                     )
                 ]
-            rows = _rows(store, ids)
+            rows = rows_of(store, ids)
         else:
             query: Select[Any] = (
                 select(ReviewRow).where(*where).order_by(col(ReviewRow.opened_seq)).limit(limit).offset(offset)
@@ -348,7 +348,7 @@ def _named(store: Any, q: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def _decided_where(store: Any, visible: ColumnElement[bool], f: HistoryQuery) -> list[ColumnElement[bool]]:
+def decided_where(store: Any, visible: ColumnElement[bool], f: HistoryQuery) -> list[ColumnElement[bool]]:
     q = f.q.strip()
     where: list[ColumnElement[bool]] = [visible]
     if q:
@@ -393,7 +393,7 @@ def decided(
     count: bool = True,
 ) -> HistoryPage:
     """Decided reviews the reader sees, newest decision first, paged by decision seq (keyset)."""
-    where = _decided_where(store, visible, f)
+    where = decided_where(store, visible, f)
     keyed = list(where)
     if before is not None:
         keyed.append(col(ReviewRow.decided_seq) < before)
@@ -413,7 +413,7 @@ def decided(
     if after is not None:
         keys = list(reversed(keys))
     ids = [str(k[0]) for k in keys]
-    items = _listed(store, _rows(store, ids))
+    items = listed(store, rows_of(store, ids))
     first, last = (keys[0][1], keys[-1][1]) if keys else (None, None)
     if after is not None:
         older = last if keys else None

@@ -437,11 +437,17 @@ class Broker:
         session: str = "",
         alive: Callable[[], bool] | None = None,
         after: int | None = None,
+        log: str | None = None,
     ) -> AsyncIterator[str]:
         """One browser's stream. ``alive`` (run off the loop every :data:`CHECK_SECONDS`) says whether
         its session is still open and its reviewer enabled; the stream says ``bye`` and ends when not.
         ``after`` is the log size the page was rendered at: what happened since is sent first, so a
-        page never misses the entries that landed between its rendering and its stream."""
+        page never misses the entries that landed between its rendering and its stream. ``log``: name
+        the log in every event (one stream of several logs' events: desk/across_stream.py)."""
+
+        def sse(name: str, data: dict[str, Any]) -> str:
+            return f"event: {name}\ndata: {json.dumps({**data, 'log': log} if log else data)}\n\n"
+
         loop = asyncio.get_running_loop()
         sub = Subscriber(loop, asyncio.Queue(maxsize=10_000), scope, session)
         start = await asyncio.to_thread(self.store.size)
@@ -451,7 +457,7 @@ class Broker:
             self._subs.add(sub)
             self._active.set()
         try:
-            yield f"retry: 2000\nevent: hello\ndata: {json.dumps({'size': start})}\n\n"
+            yield "retry: 2000\n" + sse("hello", {"size": start})
             if after is not None and 0 <= after < start and start - after <= CATCH_UP:
 
                 def missed() -> list[Event]:
@@ -460,7 +466,7 @@ class Broker:
                 for old, about, before in await asyncio.to_thread(missed):
                     shown = self._for(scope, old, about, before)
                     if shown is not None:
-                        yield f"event: {shown['type']}\ndata: {json.dumps(shown)}\n\n"
+                        yield sse(shown["type"], shown)
             last_beat = last_check = time.monotonic()
             while True:
                 wait = CHECK_SECONDS if alive is not None else heartbeat
@@ -472,7 +478,7 @@ class Broker:
                 if alive is not None and now - last_check >= CHECK_SECONDS:
                     last_check = now
                     if not await asyncio.to_thread(alive):
-                        yield f"event: bye\ndata: {json.dumps({'reason': 'signed out'})}\n\n"
+                        yield sse("bye", {"reason": "signed out"})
                         return
                 if ev is None:
                     if now - last_beat >= heartbeat:
@@ -480,11 +486,11 @@ class Broker:
                         yield ": keep-alive\n\n"
                     continue
                 if ev["type"] == "bye":
-                    yield f"event: bye\ndata: {json.dumps(ev)}\n\n"
+                    yield sse("bye", ev)
                     return
                 if ev.get("seq", start) < start:
                     continue  # committed before this browser connected (and before its page)
-                yield f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n"
+                yield sse(ev["type"], ev)
         finally:
             with self._lock:
                 self._subs.discard(sub)

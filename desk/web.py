@@ -62,6 +62,19 @@ def safe_next(value: str | None) -> str:
     return "/queue"
 
 
+def log_context(request: Request, desk: Desk, who: SignedIn) -> dict[str, Any]:
+    """On a desk serving several logs (desk/logs.py), a page about one log (Account, Log): which log it is
+    (``page_log``), the others where the person reviews (``seats``, log -> name, a link away), and the
+    query that keeps its forms and links on it (``log_q``). Nothing on a desk serving one log."""
+    desks = request.app.state.desks
+    if not desks.many:
+        return {}
+    from signoff.desk import across
+
+    seats = {seat.log: desks.label(seat.log) for seat in across.seats(desks, who)}
+    return {"seats": seats, "page_log": desk.store.log_id, "log_q": f"?log={quote(desk.store.log_id)}"}
+
+
 def me(desk: Desk, who: SignedIn) -> dict[str, Any]:
     info = who.info if who.info is not None else desk.svc.reviewer(who.reviewer)
     return {"id": who.reviewer, "roles": list(info.roles) if info else [], "tools": list(info.tools) if info else []}

@@ -121,7 +121,7 @@ class Lock(Protocol):
 
 
 class FileLock:
-    """``flock`` on ``<database>.notify.lock``: one notifier per SQLite log; freed when its process dies."""
+    """``flock`` on ``<database>.notify-<log>.lock``: one notifier per SQLite log; freed when its process dies."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -187,7 +187,7 @@ class PgLock:
 def make_lock(store_url: str, log_id: str) -> Lock:
     url = make_url(engine_url(store_url))
     if url.get_backend_name() == "sqlite":
-        return FileLock(Path(f"{url.database}.notify.lock"))
+        return FileLock(Path(f"{url.database}.notify-{log_id}.lock"))  # (a store may hold several logs)
     return PgLock(url.set(drivername="postgresql").render_as_string(hide_password=False), log_id)
 
 
@@ -253,11 +253,12 @@ class Notifier:
         *,
         store: Store | None = None,
         svc: ReviewService | None = None,
+        log: str | None = None,
     ) -> None:
         self.options = options or NotifierOptions()
         self.store_url = store_url
         self._own_store = store is None
-        self.store = store if store is not None else open_store(store_url, create=False)
+        self.store = store if store is not None else open_store(store_url, create=False, log=log)
         self.svc = svc if svc is not None else ReviewService(self.store)
         self.log_id = self.store.log_id
         self.engines = Engines(store_url)

@@ -80,6 +80,13 @@ def add_parser(sub: Any, default_store: str, summary: str, exit_codes: str) -> N
     def add_verb(parent: Any, name: str, text: str, example: str) -> argparse.ArgumentParser:
         parser = verb(parent, name, text, example, run, exit_codes)
         parser.add_argument("--store", default=default_store, help=STORE_HELP)
+        parser.add_argument(
+            "--log",
+            dest="log_id",
+            metavar="ID",
+            default=os.environ.get("SIGNOFF_LOG") or None,
+            help="which of the store's logs (env SIGNOFF_LOG; one notifier per log); default: its only log",
+        )
         return parser
 
     kinds = group(
@@ -305,7 +312,7 @@ def _run(a: argparse.Namespace) -> int:
 
     if a.ncmd == "serve":
         return _serve(a)
-    store = open_store(a.store, create=False)
+    store = open_store(a.store, create=False, log=a.log_id)
     engines = Engines(a.store)
     try:
         endpoints = Endpoints(engines, store.log_id)
@@ -403,7 +410,7 @@ def _serve(a: argparse.Namespace) -> int:
         level=logging.WARNING if a.quiet else logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr
     )
     _quiet_http_client()
-    notifier = Notifier(a.store, _options(a, a.desk_url))
+    notifier = Notifier(a.store, _options(a, a.desk_url), log=a.log_id)
     print(
         f"desk notify: following log {notifier.log_id} from {a.store.split('://', 1)[0]}; "
         f"links point at {a.desk_url.rstrip('/')}/reviews/…",

@@ -13,9 +13,12 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from signoff.desk import queries
-from signoff.desk.deps import DeskDep, PageReviewer
-from signoff.desk.routes.reviews import suggestions
+from signoff.desk import across, queries
+from signoff.desk.auth import SignedIn
+from signoff.desk.context import Desk
+from signoff.desk.deps import DeskDep, DesksDep, PageReviewer
+from signoff.desk.logs import Desks
+from signoff.desk.routes.queue import suggestions, suggestions_across
 from signoff.desk.web import PAGE_SIZE, me, render
 
 router = APIRouter(include_in_schema=False)
@@ -25,6 +28,7 @@ router = APIRouter(include_in_schema=False)
 def decided_page(
     request: Request,
     desk: DeskDep,
+    desks: DesksDep,
     who: PageReviewer,
     mine: str = "",
     tool: str = "",
@@ -35,6 +39,8 @@ def decided_page(
     q: str = "",
     before: Annotated[int | None, Query(ge=0)] = None,
     after: Annotated[int | None, Query(ge=0)] = None,
+    before_at: str = "",
+    before_id: str = "",
 ) -> HTMLResponse:
     scope = desk.scope(who)
     f = queries.HistoryQuery(
@@ -46,6 +52,8 @@ def decided_page(
         until=until if queries.day(until) else "",
         q=q.strip(),
     )
+    if desks.many:
+        return _decided_across(request, desk, desks, who, f, (before_at, before_id) if before_at else None)
     visible = desk.visible(scope)
     page = desk.cache.read(
         ("decided", scope, f, before, after),
@@ -71,5 +79,36 @@ def decided_page(
             "newer_url": f"/decided?{urlencode({**params, 'after': page.newer})}" if page.newer is not None else None,
             "outcome_names": queries.OUTCOME_NAMES,
             **suggestions(desk, scope),
+        },
+    )
+
+
+def _decided_across(
+    request: Request, desk: Desk, desks: Desks, who: SignedIn, f: queries.HistoryQuery, before: tuple[str, str] | None
+) -> HTMLResponse:
+    """Decided, on a desk serving several logs: every log where the person reviews, newest decision first,
+    paged by (decided at, review id) across the logs; each row names its log."""
+    mine = across.seats_now(desks, who)
+    page = across.decided(mine, f, before=before, size=PAGE_SIZE)
+    params = f.params()
+    older = {**params, "before_at": page.older[0], "before_id": page.older[1]} if page.older else None
+    return render(
+        request,
+        "decided.html",
+        {
+            "me": me(desk, who),
+            "csrf": who.csrf,
+            "nav": "decided",
+            "page": page,
+            "outcomes": across.outcomes(mine, page),
+            "f": f,
+            "mine": bool(f.mine),
+            "filtered": bool(params),
+            "older_url": f"/decided?{urlencode(older)}" if older else None,
+            "newer_url": f"/decided?{urlencode(params)}" if before is not None else None,  # back to the newest
+            "outcome_names": queries.OUTCOME_NAMES,
+            "log_of": page.log_of,
+            "logs": {seat.log: desks.label(seat.log) for seat in mine},
+            **suggestions_across(mine),
         },
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -98,7 +99,7 @@ def grant(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm) ->
     except AuditError as exc:
         status, summary = classify(exc)
         return _page(request, desk, who, delegation_error=summary, delegation_detail=str(exc), status=status)
-    return RedirectResponse(f"/account?delegated={made.id}#delegations", status_code=303)
+    return RedirectResponse(f"/account?delegated={made.id}{_same_log(request)}#delegations", status_code=303)
 
 
 @router.post("/account/delegations/{delegation_id}/revoke")
@@ -114,7 +115,13 @@ def revoke(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, d
     except AuditError as exc:
         status, summary = classify(exc)
         return _page(request, desk, who, delegation_error=summary, delegation_detail=str(exc), status=status)
-    return RedirectResponse("/account?revoked=1#delegations", status_code=303)
+    return RedirectResponse(f"/account?revoked=1{_same_log(request)}#delegations", status_code=303)
+
+
+def _same_log(request: Request) -> str:
+    """Back to the account page of the log the form was about (a desk serving several: desk/logs.py)."""
+    log = request.query_params.get("log")
+    return f"&log={quote(log)}" if log else ""
 
 
 # -- the JSON API -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.models import as_json
 from signoff.desk.routes.api import inclusion_body
 from signoff.desk.scope import visible_entries
-from signoff.desk.web import PAGE_SIZE, Refused, me, render
+from signoff.desk.web import PAGE_SIZE, Refused, log_context, me, render
 
 router = APIRouter(include_in_schema=False)
 
@@ -69,6 +69,7 @@ def log_page(
             "checkpoint": as_json(cp) if cp else None,
             "coverage": coverage,
             "can_sign": desk.key_path is not None,
+            **log_context(request, desk, who),
         },
     )
 

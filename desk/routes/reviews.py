@@ -1,4 +1,4 @@
-"""The queue, live updates (SSE), one review with its three decisions, and what happened after.
+"""One review with its three decisions, and what happened after (the queue and the other lists: desk/routes/queue.py).
 
 A decision form carries the person's passkey assertion over the decision statement the page
 built from what it showed (desk/static/desk.js); it becomes the entry's ``sig``
@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
 import jsonpatch
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from sqlalchemy import select
 from sqlmodel import col
 from starlette.datastructures import FormData
 
 from signoff.audit.canonical import digest
-from signoff.audit.entry import format_time, parse_time
+from signoff.audit.entry import parse_time
 from signoff.audit.errors import AuditError, UnknownReview
 from signoff.audit.tables import ReviewRow
 from signoff.desk import forms, passkeys, queries, quorum, reveal
@@ -40,149 +40,11 @@ from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.errors import classify, statement_mismatch
 from signoff.desk.routes import decide, proposals
 from signoff.desk.scope import Scope
-from signoff.desk.web import PAGE_SIZE, Refused, me, render
+from signoff.desk.web import Refused, me, render
 
 router = APIRouter(include_in_schema=False)
 
 NO_SUCH_REVIEW = "There is no review with this id that you may see."
-
-
-# -- the queue ----------------------------------------------------------------------------------
-
-
-def _queue_ctx(desk: Desk, who: SignedIn, scope: Scope) -> dict[str, Any]:
-    def stalled() -> int:
-        return sum(1 for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review))
-
-    return {
-        "recent": recent_items(desk, scope),
-        # "Not yet run" depends on the clock anyway: counted again every 10 s at most (sooner when
-        # the desk calls a call stalled sooner).
-        "stalled": desk.cache.read_for(("stalled", scope), min(10.0, desk.stalled_after), stalled),
-        **suggestions(desk, scope),
-        "scope": scope,
-    }
-
-
-def suggestions(desk: Desk, scope: Scope) -> dict[str, list[str]]:
-    """The tool and agent names a filter suggests (at most a minute old)."""
-    visible = desk.visible(scope)
-    return {
-        "tools": sorted(t for t, roles in desk.tool_roles.refresh().items() if scope.sees(t, roles)),
-        "agents": desk.cache.read_for(("agents", scope), 60.0, lambda: queries.distinct(desk.store, "agent", visible)),
-    }
-
-
-def recent_items(desk: Desk, scope: Scope) -> list[dict[str, Any]]:
-    """The "Just decided" panel: the latest decisions the reader sees, and what happened after each."""
-
-    def load() -> list[dict[str, Any]]:
-        items = queries.recent(desk.store, desk.visible(scope))
-        done = queries.outcomes(desk.store, items)
-        return [{"item": i, "outcome": done.get(i.id, queries.Outcome())} for i in items]
-
-    return desk.cache.read(("recent", scope), load)
-
-
-@router.get("/queue")
-def queue(
-    request: Request,
-    desk: DeskDep,
-    who: PageReviewer,
-    tool: str = "",
-    agent: str = "",
-    sort: str = "oldest",
-    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
-) -> HTMLResponse:
-    size = desk.store.size()  # before reading: the page's live updates start from here
-    scope = desk.scope(who)
-    sort = sort if sort in queries.SORTS else "oldest"
-    t, a = tool.strip() or None, agent.strip() or None
-
-    def load(page: int) -> tuple[list[queries.Listed], int, dict[str, queries.FrontierInfo]]:
-        items, total = queries.pending(
-            desk.store, desk.visible(scope), tool=t, agent=a, sort=sort, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE
-        )
-        return items, total, queries.frontiers(desk.store, (i.review.frontier for i in items))
-
-    items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
-    pages = max(1, (total + PAGE_SIZE - 1) // PAGE_SIZE)
-    if page > pages:
-        page = pages
-        items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
-    coord = {
-        i.id: {
-            "progress": quorum.progress(i.review, who.reviewer),
-            "claim": quorum.active_claim(i.review, who.reviewer),
-        }
-        for i in items
-    }
-    return render(
-        request,
-        "queue.html",
-        {
-            "me": me(desk, who),
-            "csrf": who.csrf,
-            "nav": "queue",
-            "coord": coord,
-            "groups": queries.grouped(items, info),
-            "items": items,
-            "total": total,
-            "page": page,
-            "pages": pages,
-            "tool": tool,
-            "agent": agent,
-            "sort": sort,
-            "page_size": PAGE_SIZE,
-            "log_size": size,
-            **_queue_ctx(desk, who, scope),
-        },
-    )
-
-
-@router.get("/queue/recent")
-def queue_recent(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResponse:
-    """The "Just decided" panel alone, for the queue page to refresh live."""
-    return render(request, "_recent.html", {"recent": recent_items(desk, desk.scope(who))})
-
-
-@router.get("/events")
-async def events(
-    request: Request, desk: DeskDep, who: PageReviewer, after: Annotated[int | None, Query(ge=0)] = None
-) -> StreamingResponse:
-    """Live updates for this reviewer (desk/sse.py); ``after``: the log size the page was rendered at."""
-    scope = desk.scope(who)
-
-    def alive() -> bool:
-        info = desk.svc.reviewer(who.reviewer)
-        ended = scope.lent_until is not None and format_time(desk.store.clock()) >= scope.lent_until
-        return info is not None and info.enabled and not ended and desk.accounts.session_alive(who.session)
-
-    return StreamingResponse(
-        desk.broker.stream(scope=scope, session=who.session, alive=alive, after=after),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
-
-
-# -- approved, not yet run ------------------------------------------------------------------------
-
-
-@router.get("/stalled")
-def stalled_page(request: Request, desk: DeskDep, who: PageReviewer) -> HTMLResponse:
-    """Approved calls whose run was resumed but whose tool has not run (``ReviewService.stalled``)."""
-    scope = desk.scope(who)
-    found = [s for s in desk.svc.stalled(desk.stalled_after) if scope.sees_review(s.review)]
-    rows = [
-        {"review": r, "summary": summaries.of_review(r), "claim": s.claim, "since": s.claim.at}
-        for s in found
-        for r in (reveal.shown(s.review),)
-    ]
-    return render(
-        request,
-        "stalled.html",
-        {"me": me(desk, who), "csrf": who.csrf, "nav": "stalled", "rows": rows, "after": int(desk.stalled_after)},
-    )
 
 
 # -- one review ---------------------------------------------------------------------------
@@ -386,6 +248,7 @@ def review_page_response(
     size = desk.store.size()  # before reading: the page's live updates start from here
     ctx = _review_ctx(request, desk, who, review_id)
     ctx["log_size"] = size
+    ctx["page_log"] = desk.store.log_id  # its live updates are of this review's log alone
     ctx.setdefault("done", "")
     log_vkey, witness_vkeys, quorum, configured = desk.witnessing()
     ctx["witnessing"] = {"log_vkey": log_vkey, "witnesses": witness_vkeys, "quorum": quorum, "configured": configured}

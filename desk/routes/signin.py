@@ -17,8 +17,9 @@ from signoff.desk import passkeys, signin_links
 from signoff.desk.auth import SignedIn, SignInRefused, token_hash
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm, CsrfReviewer, check_sign_in_form
-from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, PageReviewer
-from signoff.desk.web import me, render, safe_next, secure_cookies
+from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, DesksDep, PageReviewer
+from signoff.desk.logs import Desks
+from signoff.desk.web import log_context, me, render, safe_next, secure_cookies
 
 router = APIRouter(include_in_schema=False)
 
@@ -58,8 +59,23 @@ def signin_form(request: Request, desk: DeskDep, next: str = "/queue") -> HTMLRe
     return _signin_page(request, desk, nxt=next)
 
 
+def _account_desk(desks: Desks, reviewer: str, password: str) -> Desk:
+    """The served log whose desk account for ``reviewer`` this password opens (the first, oldest log first);
+    raises :class:`SignInRefused` as one log's check does (a person without any account costs a check too)."""
+    holding = [one for one in desks if one.accounts.has_account(reviewer)]
+    for one in holding:
+        try:
+            one.accounts.authenticate(reviewer, password)
+            return one
+        except SignInRefused:
+            continue
+    if not holding:
+        desks.default.accounts.authenticate(reviewer, password)  # spends a real check's time, then refuses
+    raise SignInRefused("Wrong e-mail or password.")
+
+
 @router.post("/signin")
-async def signin(request: Request, desk: DeskDep) -> Response:
+async def signin(request: Request, desk: DeskDep, desks: DesksDep) -> Response:
     form = await request.form()
     check_sign_in_form(request, form)
     email = str(form.get("email", "")).strip().lower()
@@ -77,7 +93,7 @@ async def signin(request: Request, desk: DeskDep) -> Response:
         page.headers["Retry-After"] = str(wait.seconds)
         return page
     try:
-        await run_in_threadpool(desk.accounts.authenticate, reviewer, password)
+        desk = await run_in_threadpool(_account_desk, desks, reviewer, password)
     except SignInRefused as exc:
         await run_in_threadpool(throttle.failed, ip, reviewer)
         return _signin_page(request, desk, error=str(exc), status=401, email=email, nxt=nxt)
@@ -155,16 +171,26 @@ def _link_page(request: Request, desk: Desk, token: str, *, status: int = 200) -
     return resp
 
 
+def _link_desk(desks: Desks, token: str) -> Desk:
+    """The served log a sign-in link was made for (the first log's desk when none: it answers "used up")."""
+    if desks.many:
+        for one in desks:
+            if signin_links.peek(one.accounts.engine, one.store.log_id, token) is not None:
+                return one
+    return desks.default
+
+
 @router.get("/signin/link/{token}")
-def signin_link(request: Request, desk: DeskDep, token: str) -> HTMLResponse:
-    return _link_page(request, desk, token)
+def signin_link(request: Request, desks: DesksDep, token: str) -> HTMLResponse:
+    return _link_page(request, _link_desk(desks, token), token)
 
 
 @router.post("/signin/link/{token}")
-async def use_signin_link(request: Request, desk: DeskDep, token: str) -> Response:
+async def use_signin_link(request: Request, desks: DesksDep, token: str) -> Response:
     """Use the link up (once), sign its reviewer in, and open its review."""
     form = await request.form()
     check_sign_in_form(request, form)
+    desk = await run_in_threadpool(_link_desk, desks, token)
     found = await run_in_threadpool(signin_links.use, desk.accounts.engine, desk.store.log_id, token)
     if found is None:
         return _link_page(request, desk, token)
@@ -175,11 +201,12 @@ async def use_signin_link(request: Request, desk: DeskDep, token: str) -> Respon
 
 
 @router.post("/signout")
-def signout(request: Request, desk: DeskDep, form: CsrfForm) -> Response:
+def signout(request: Request, desk: DeskDep, desks: DesksDep, form: CsrfForm) -> Response:
     token = request.cookies.get(SESSION_COOKIE)
     if token:
         desk.accounts.close_session(token)
-        desk.broker.end(session=token_hash(token))  # this tab's live updates end now, not at the next check
+        for one in desks:  # this tab's live updates (of every log it listens to) end now, not at the next check
+            one.broker.end(session=token_hash(token))
     resp = RedirectResponse("/signin", status_code=303)
     resp.delete_cookie(SESSION_COOKIE, path="/")
     return resp
@@ -194,6 +221,7 @@ def account_ctx(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> di
     rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
     keys = desk.svc.keys(who.reviewer)
     return {
+        **log_context(request, desk, who),  # several logs: the page (and its forms) is about one of them
         **delegations_ctx(request, desk, who),
         "me": me(desk, who),
         "csrf": who.csrf,

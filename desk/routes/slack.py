@@ -15,20 +15,24 @@ import os
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from signoff.desk.deps import DeskDep
+from signoff.desk.deps import DesksDep
+from signoff.desk.logs import Desks
 
 router = APIRouter(tags=["slack"])
 log = logging.getLogger("signoff.desk")
 
 
-def _secrets(desk: DeskDep) -> list[str]:
+def _secrets(desks: Desks) -> list[str]:
+    """The signing secrets of the ``slack-app`` endpoints of every log this desk serves."""
     from signoff.desk.notify._endpoints import load
 
-    try:
-        with desk.store.read_engine.connect() as conn:
-            endpoints = load(conn, desk.store.log_id)
-    except Exception:  # noqa: BLE001 - no notifier tables yet: no Slack app either
-        return []
+    endpoints = []
+    for desk in desks:
+        try:
+            with desk.store.read_engine.connect() as conn:
+                endpoints += load(conn, desk.store.log_id)
+        except Exception:  # noqa: BLE001 - no notifier tables yet: no Slack app either
+            return []
     found = []
     for endpoint in endpoints:
         name = endpoint.settings.get("signing_secret_env") if endpoint.kind == "slack-app" else None
@@ -38,12 +42,12 @@ def _secrets(desk: DeskDep) -> list[str]:
 
 
 @router.post("/slack/interactions", include_in_schema=False)
-async def interactions(request: Request, desk: DeskDep) -> Response:
+async def interactions(request: Request, desks: DesksDep) -> Response:
     """Slack's interaction payloads (a click on the **Review** link): checked, acknowledged, never acted on."""
     from signoff.desk.notify._slack_app import check_request
 
     body = await request.body()
-    keys = _secrets(desk)
+    keys = _secrets(desks)
     if not keys:
         return JSONResponse({"error": "no Slack app with a signing secret is configured here"}, status_code=401)
     problems = [check_request(key, dict(request.headers.items()), body) for key in keys]

@@ -39,8 +39,12 @@
   function connect(handlers) {
     if (!window.EventSource) return null;
     // From the log size this page was rendered at: nothing that happened since is missed.
-    var size = document.body.dataset.logSize;
-    var es = new EventSource("/events" + (size ? "?after=" + encodeURIComponent(size) : ""));
+    // (a desk serving several logs: "log_a:120,log_b:7", one size per log; ?log= streams the page's log alone)
+    var size = document.body.dataset.logSize, only = document.body.dataset.log;
+    var query = [];
+    if (size) query.push("after=" + encodeURIComponent(size));
+    if (only) query.push("log=" + encodeURIComponent(only));
+    var es = new EventSource("/events" + (query.length ? "?" + query.join("&") : ""));
     var live = document.getElementById("live");
     es.addEventListener("hello", function () { if (live) { live.dataset.state = "live"; live.textContent = "live"; } });
     es.onerror = function () { if (live && es.readyState !== 2) { live.dataset.state = "connecting"; live.textContent = "reconnecting…"; } };
@@ -53,11 +57,11 @@
       if (box) { box.hidden = false; box.textContent = "Live updates ended: " + (why || "signed out") + ". Reload the page (you may need to sign in again)."; }
       document.body.dataset.stream = "ended";
     });
-    var last = -1;  // a reconnect replays from the page's size: each entry's event is handled once
+    var last = {};  // per log: a reconnect replays from the page's size, so each entry's event is handled once
     Object.keys(handlers).forEach(function (name) {
       es.addEventListener(name, function (ev) {
-        var data = JSON.parse(ev.data);
-        if (typeof data.seq === "number") { if (data.seq <= last) return; last = data.seq; }
+        var data = JSON.parse(ev.data), key = data.log || "";
+        if (typeof data.seq === "number") { if (data.seq <= (key in last ? last[key] : -1)) return; last[key] = data.seq; }
         handlers[name](data);
       });
     });
@@ -145,6 +149,13 @@
       ids.appendChild(el("span", "sep", "·")); ids.appendChild(document.createTextNode(" "));
     }
     var re = el("span", "", rid.slice(0, 9)); re.title = "review " + rid; ids.appendChild(re);
+    var logs = queueLogs();
+    if (ev.log && logs[ev.log]) {  // a desk serving several logs names each row's log
+      ids.insertBefore(document.createTextNode(" "), ids.firstChild);
+      ids.insertBefore(el("span", "sep", "·"), ids.firstChild);
+      ids.insertBefore(document.createTextNode(" "), ids.firstChild);
+      var lg = el("span", "log", logs[ev.log]); lg.title = "log " + ev.log; ids.insertBefore(lg, ids.firstChild);
+    }
     what.appendChild(ids);
     tr.appendChild(what);
     var since = cell(undefined, "since"); var s = el("span");
@@ -171,6 +182,11 @@
       if (p.text) { span.appendChild(document.createTextNode(" ")); var ins = el("ins", "", p.text); ins.title = "what will run"; span.appendChild(ins); }
       box.appendChild(span);
     });
+  }
+
+  function queueLogs() {  // log id -> its name, on a desk serving several logs (the queue table says)
+    var table = document.getElementById("queue");
+    try { return table && table.dataset.logs ? JSON.parse(table.dataset.logs) : {}; } catch (e) { return {}; }
   }
 
   function setupQueue() {
@@ -1169,7 +1185,15 @@
       try { sessionStorage.setItem(CODE_KEY, form.querySelector("[name=password]").value); } catch (e) { /* storage off */ }
     });
   }
+  function withLog(url) {  // the log this page is about, on a desk serving several (desk/logs.py)
+    var log = document.body.dataset.log;
+    if (!log || document.body.dataset.logScoped !== "yes") return url;
+    var hash = url.indexOf("#"), tail = hash >= 0 ? url.slice(hash) : "", head = hash >= 0 ? url.slice(0, hash) : url;
+    return head + (head.indexOf("?") >= 0 ? "&" : "?") + "log=" + encodeURIComponent(log) + tail;
+  }
+
   function postJSON(url, csrf, body) {
+    url = withLog(url);
     return fetch(url, {
       method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf, "Accept": "application/json" },
@@ -1210,7 +1234,7 @@
         return postJSON("/account/passkeys", csrf, { code: value, credential: credential });
       }).then(function () {
         try { sessionStorage.removeItem(CODE_KEY); } catch (e) { /* storage off */ }
-        window.location.assign("/account?registered=1#passkeys");
+        window.location.assign(withLog("/account?registered=1#passkeys"));
       }).catch(function (err) {
         button.disabled = false;
         var why = err && err.name === "NotAllowedError" ? "The authenticator did not make a passkey (cancelled or timed out)." : String(err && err.message || err);
