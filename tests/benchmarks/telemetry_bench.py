@@ -3,8 +3,10 @@
 The same resumed run (a paused call, approved with the reviewer's key, resumed until the run ends:
 claim, proof, tool, ``tool.executed``) is timed with no SDK (the API alone, as an app without one) and
 then with the SDK recording (a batch span processor and a metric reader); beside it, bare ADK's resume
-of the same tool, with and without the SDK: ADK's own tracing is the floor Signoff's adds to. Then
-:func:`signoff.bridge._telemetry.reached_call` alone, per call, inside a recording span and with none.
+of the same tool, with and without the SDK: ADK's own tracing is the floor Signoff's adds to. Then, the SDK
+still recording, the same run with Signoff's telemetry (:func:`signoff.bridge._telemetry.reached_call`)
+switched off, interleaved with it on (the runs drift as the in-memory exporter grows); and that function
+alone, per call, inside a recording span and with no SDK.
 
     .venv/bin/python tests/benchmarks/telemetry_bench.py [--samples 40]
 
@@ -134,6 +136,13 @@ async def main_async(samples: int, calls: int) -> dict[str, Any]:
         exporter = install_sdk()
         runs["signoff"]["sdk"] = await signoff_resumes(url, tmp, samples, "bb")
         runs["adk"]["sdk"] = await adk_resumes(tmp, samples, "bb")
+        # The SDK recording, Signoff's own telemetry switched off, interleaved with it on: what is Signoff's.
+        kept, ablation = telemetry.reached_call, {"on": [], "off": []}  # type: ignore[var-annotated]
+        for n in range(2):
+            ablation["on"] += await signoff_resumes(url, tmp, samples // 2, f"on{n}")
+            telemetry.reached_call = lambda *_a, **_k: None
+            ablation["off"] += await signoff_resumes(url, tmp, samples // 2, f"off{n}")
+            telemetry.reached_call = kept
         call_sdk = reached_call_us(url, calls)
         spans = len(exporter.get_finished_spans())
     result: dict[str, Any] = {"samples": samples}
@@ -141,7 +150,7 @@ async def main_async(samples: int, calls: int) -> dict[str, Any]:
         result[f"{name}_resume"] = {mode: bb.summary(found) for mode, found in by.items()}
     added = {name: round(p50_ms(by["sdk"]) - p50_ms(by["none"]), 3) for name, by in runs.items()}
     result["sdk_adds_p50_ms"] = added
-    result["signoff_telemetry_beyond_adk_ms"] = round(added["signoff"] - added["adk"], 3)
+    result["sdk_signoff_telemetry_on_off_p50_ms"] = {mode: p50_ms(found) for mode, found in ablation.items()}
     result["reached_call_us"] = {"none": call_none, "sdk": call_sdk}
     result["spans_exported_at_least"] = spans
     return result
