@@ -7,7 +7,7 @@ costs what the first does; the queries are in desk/queries.py.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
@@ -15,7 +15,6 @@ from fastapi.responses import HTMLResponse
 
 from signoff.desk import across, queries
 from signoff.desk.auth import SignedIn
-from signoff.desk.context import Desk
 from signoff.desk.deps import DeskDep, DesksDep, PageReviewer
 from signoff.desk.logs import Desks
 from signoff.desk.routes.queue import suggestions, suggestions_across
@@ -52,17 +51,24 @@ def decided_page(
         until=until if queries.day(until) else "",
         q=q.strip(),
     )
-    if desks.many:
-        return _decided_across(request, desk, desks, who, f, (before_at, before_id) if before_at else None)
-    visible = desk.visible(scope)
-    page = desk.cache.read(
-        ("decided", scope, f, before, after),
-        lambda: queries.decided(desk.store, visible, f, before=before, after=after, limit=PAGE_SIZE),
-    )
-    done = desk.cache.read(
-        ("decided-outcomes", scope, f, before, after), lambda: queries.outcomes(desk.store, page.items)
-    )
     params = f.params()
+    if desks.many:
+        ctx = _across(desks, who, f, (before_at, before_id) if before_at else None)
+    else:
+        visible = desk.visible(scope)
+        page = desk.cache.read(
+            ("decided", scope, f, before, after),
+            lambda: queries.decided(desk.store, visible, f, before=before, after=after, limit=PAGE_SIZE),
+        )
+        ctx = {
+            "page": page,
+            "outcomes": desk.cache.read(
+                ("decided-outcomes", scope, f, before, after), lambda: queries.outcomes(desk.store, page.items)
+            ),
+            "older_url": f"/decided?{urlencode({**params, 'before': page.older})}" if page.older is not None else None,
+            "newer_url": f"/decided?{urlencode({**params, 'after': page.newer})}" if page.newer is not None else None,
+            **suggestions(desk, scope),
+        }
     return render(
         request,
         "decided.html",
@@ -70,45 +76,28 @@ def decided_page(
             "me": me(desk, who),
             "csrf": who.csrf,
             "nav": "decided",
-            "page": page,
-            "outcomes": done,
             "f": f,
             "mine": bool(mine),
             "filtered": bool(params),
-            "older_url": f"/decided?{urlencode({**params, 'before': page.older})}" if page.older is not None else None,
-            "newer_url": f"/decided?{urlencode({**params, 'after': page.newer})}" if page.newer is not None else None,
             "outcome_names": queries.OUTCOME_NAMES,
-            **suggestions(desk, scope),
+            **ctx,
         },
     )
 
 
-def _decided_across(
-    request: Request, desk: Desk, desks: Desks, who: SignedIn, f: queries.HistoryQuery, before: tuple[str, str] | None
-) -> HTMLResponse:
+def _across(desks: Desks, who: SignedIn, f: queries.HistoryQuery, before: tuple[str, str] | None) -> dict[str, Any]:
     """Decided, on a desk serving several logs: every log where the person reviews, newest decision first,
     paged by (decided at, review id) across the logs; each row names its log."""
     mine = across.seats_now(desks, who)
     page = across.decided(mine, f, before=before, size=PAGE_SIZE)
     params = f.params()
     older = {**params, "before_at": page.older[0], "before_id": page.older[1]} if page.older else None
-    return render(
-        request,
-        "decided.html",
-        {
-            "me": me(desk, who),
-            "csrf": who.csrf,
-            "nav": "decided",
-            "page": page,
-            "outcomes": across.outcomes(mine, page),
-            "f": f,
-            "mine": bool(f.mine),
-            "filtered": bool(params),
-            "older_url": f"/decided?{urlencode(older)}" if older else None,
-            "newer_url": f"/decided?{urlencode(params)}" if before is not None else None,  # back to the newest
-            "outcome_names": queries.OUTCOME_NAMES,
-            "log_of": page.log_of,
-            "logs": {seat.log: desks.label(seat.log) for seat in mine},
-            **suggestions_across(mine),
-        },
-    )
+    return {
+        "page": page,
+        "outcomes": across.outcomes(mine, page),
+        "older_url": f"/decided?{urlencode(older)}" if older else None,
+        "newer_url": f"/decided?{urlencode(params)}" if before is not None else None,  # back to the newest
+        "log_of": page.log_of,
+        "logs": {seat.log: desks.label(seat.log) for seat in mine},
+        **suggestions_across(mine),
+    }

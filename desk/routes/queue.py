@@ -7,6 +7,7 @@ One review's page and its decisions are in desk/routes/reviews.py.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -83,22 +84,14 @@ def queue(
     sort = sort if sort in queries.SORTS else "oldest"
     t, a = tool.strip() or None, agent.strip() or None
     if desks.many:
-        return _queue_across(request, desk, desks, who, t, a, sort, page)
-    size = desk.store.size()  # before reading: the page's live updates start from here
-    scope = desk.scope(who)
-
-    def load(page: int) -> tuple[list[queries.Listed], int, dict[str, queries.FrontierInfo]]:
-        items, total = queries.pending(
-            desk.store, desk.visible(scope), tool=t, agent=a, sort=sort, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE
-        )
-        return items, total, queries.frontiers(desk.store, (i.review.frontier for i in items))
-
-    items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
-    pages = max(1, (total + PAGE_SIZE - 1) // PAGE_SIZE)
+        load, ctx = _across(desk, desks, who, t, a, sort)
+    else:
+        load, ctx = _one_log(desk, who, t, a, sort)
+    found = load(page)
+    pages = max(1, (found.total + PAGE_SIZE - 1) // PAGE_SIZE)
     if page > pages:
         page = pages
-        items, total, info = desk.cache.read(("queue", scope, t, a, sort, page), lambda: load(page))
-    coord = _coord(items, who)
+        found = load(page)
     return render(
         request,
         "queue.html",
@@ -106,40 +99,56 @@ def queue(
             "me": me(desk, who),
             "csrf": who.csrf,
             "nav": "queue",
-            "coord": coord,
-            "groups": queries.grouped(items, info),
-            "items": items,
-            "total": total,
+            "coord": {
+                i.id: {
+                    "progress": quorum.progress(i.review, who.reviewer),
+                    "claim": quorum.active_claim(i.review, who.reviewer),
+                }
+                for i in found.items
+            },
+            "groups": queries.grouped(found.items, found.info),
+            "log_of": found.log_of,
+            "items": found.items,
+            "total": found.total,
             "page": page,
             "pages": pages,
             "tool": tool,
             "agent": agent,
             "sort": sort,
             "page_size": PAGE_SIZE,
-            "log_size": size,
-            **_queue_ctx(desk, who, scope),
+            **ctx,
         },
     )
 
 
-def _coord(items: list[queries.Listed], who: SignedIn) -> dict[str, dict[str, Any]]:
-    """Each row's quorum progress and claim, as the reader sees them."""
-    return {
-        i.id: {
-            "progress": quorum.progress(i.review, who.reviewer),
-            "claim": quorum.active_claim(i.review, who.reviewer),
-        }
-        for i in items
-    }
+Loader = Callable[[int], across.Merged]
 
 
-def _queue_across(
-    request: Request, desk: Desk, desks: Desks, who: SignedIn, t: str | None, a: str | None, sort: str, page: int
-) -> HTMLResponse:
-    """The queue of a desk serving several logs: every log where the person reviews, each row naming its log."""
+def _one_log(desk: Desk, who: SignedIn, t: str | None, a: str | None, sort: str) -> tuple[Loader, dict[str, Any]]:
+    """The queue of a desk serving one log: a page loader (cached until the log grows) and the page's context."""
+    size = desk.store.size()  # before reading: the page's live updates start from here
+    scope = desk.scope(who)
+
+    def read(page: int) -> across.Merged:
+        items, total = queries.pending(
+            desk.store, desk.visible(scope), tool=t, agent=a, sort=sort, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE
+        )
+        return across.Merged(items, total, {}, queries.frontiers(desk.store, (i.review.frontier for i in items)))
+
+    def load(page: int) -> across.Merged:
+        return desk.cache.read(("queue", scope, t, a, sort, page), lambda: read(page))
+
+    return load, {"log_size": size, **_queue_ctx(desk, who, scope)}
+
+
+def _across(
+    desk: Desk, desks: Desks, who: SignedIn, t: str | None, a: str | None, sort: str
+) -> tuple[Loader, dict[str, Any]]:
+    """The queue of a desk serving several logs: every log where the person reviews, each row naming its log;
+    a page is cached until one of its logs grows (desk/cache.py)."""
     mine = across.seats_now(desks, who)
     sizes = {seat.log: seat.desk.store.size() for seat in mine}  # before reading, as for one log
-    at = tuple(sizes.items())  # the page is cached until one of its logs grows (desk/cache.py)
+    at = tuple(sizes.items())
     scopes = tuple((seat.log, seat.scope) for seat in mine)
 
     def load(page: int) -> across.Merged:
@@ -149,40 +158,17 @@ def _queue_across(
             lambda: across.queue(mine, tool=t, agent=a, sort=sort, page=page, size=PAGE_SIZE),
         )
 
-    found = load(page)
-    pages = max(1, (found.total + PAGE_SIZE - 1) // PAGE_SIZE)
-    if page > pages:
-        page = pages
-        found = load(page)
-    coord = _coord(found.items, who)
-    return render(
-        request,
-        "queue.html",
-        {
-            "me": me(desk, who),
-            "csrf": who.csrf,
-            "nav": "queue",
-            "coord": coord,
-            "groups": queries.grouped(found.items, found.info),
-            "items": found.items,
-            "total": found.total,
-            "page": page,
-            "pages": pages,
-            "tool": t or "",
-            "agent": a or "",
-            "sort": sort,
-            "page_size": PAGE_SIZE,
-            "log_size": format_after(sizes),
-            "log_of": found.log_of,
-            "logs": {seat.log: desks.label(seat.log) for seat in mine},
-            "recent": desk.cache.read_at(("recent-across", scopes), at, lambda: _recent_across(mine)),
-            "stalled": desk.cache.read_for(
-                ("stalled-across", scopes), min(10.0, desk.stalled_after), lambda: len(across.stalled(mine))
-            ),
-            **suggestions_across(mine),
-            "scope": desk.scope(who),
-        },
-    )
+    def stalled() -> int:
+        return len(across.stalled(mine))
+
+    return load, {
+        "log_size": format_after(sizes),
+        "logs": {seat.log: desks.label(seat.log) for seat in mine},
+        "recent": desk.cache.read_at(("recent-across", scopes), at, lambda: _recent_across(mine)),
+        "stalled": desk.cache.read_for(("stalled-across", scopes), min(10.0, desk.stalled_after), stalled),
+        **suggestions_across(mine),
+        "scope": desk.scope(who),
+    }
 
 
 def _recent_across(mine: list[across.Seat]) -> list[dict[str, Any]]:
