@@ -28,6 +28,7 @@ from signoff.audit import (
     cli_policy,
     cli_proofs,
     cli_review,
+    cli_sso,
     cli_values,
     cli_witness,
 )
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_policy.register(sub, os.environ.get("SIGNOFF_ADMIN_KEY"))
     cli_witness.register(sub)
     cli_values.register(sub)
+    cli_sso.register(sub)
     return parser
 
 

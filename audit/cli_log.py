@@ -92,6 +92,9 @@ def entry_line(item: Entry) -> str:
     elif item.kind == "policy.declined":
         subject = str(body.get("proposal", ""))
         detail = f"reason: {str(body.get('reason', ''))[:80]}"
+    elif item.kind == "sso.required":
+        subject = f"role {body.get('role')}"
+        detail = f"IdP groups: {', '.join(map(str, body.get('groups') or [])) or 'none needed'}"
     elif item.kind in ("delegation.granted", "delegation.revoked"):
         subject = str(body.get("delegation", ""))
         lent = f"roles {','.join(map(str, body.get('roles') or []))} until {body.get('until')}"

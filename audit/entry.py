@@ -54,6 +54,7 @@ KINDS = frozenset(
         "delegation.revoked",
         "policy.proposed",
         "policy.declined",
+        "sso.required",
     }
 )
 DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
@@ -203,8 +204,8 @@ def subject_of(body: dict[str, Any]) -> str | None:
     """What an entry is about, for the subject index: a review, frontier, reviewer or actor; the
     delegations to a reviewer (``delegation:<delegate>``); the log's witnesses (``witness:<name>``,
     ``witness:*`` for the quorum) and each one's cosignatures (``cosigned:<name>``); a policy
-    (``policy:<name>``); or a proposed policy (``proposal:<id>``). Delegations, witnesses, policies and
-    proposals are ranges of the index."""
+    (``policy:<name>``); the IdP groups a role needs (``sso:<role>``); or a proposed policy (``proposal:<id>``).
+    Delegations, witnesses, policies, requirements and proposals are ranges of the index."""
     for name in ("review", "frontier", "reviewer", "actor"):
         value = body.get(name)
         if isinstance(value, str):
@@ -220,5 +221,7 @@ def subject_of(body: dict[str, Any]) -> str | None:
     policy = body.get("policy")
     if isinstance(policy, str):
         return f"policy:{policy}"
+    if isinstance(body.get("role"), str) and "groups" in body:  # sso.required: the IdP groups a role needs
+        return f"sso:{body['role']}"
     proposal = body.get("proposal")  # policy.proposed / policy.declined
     return f"proposal:{proposal}" if isinstance(proposal, str) else None

@@ -48,7 +48,7 @@ DECISIONS = frozenset({"review.approved", "review.edited", "review.rejected"})
 ENROLMENT = frozenset({"reviewer.enrolled", "reviewer.disabled", "key.enrolled", "key.revoked"})
 WITNESS_KINDS = frozenset({"witness.added", "witness.removed", "witness.quorum"})
 ADMIN_KINDS = (
-    ENROLMENT | {"policy.set", "policy.declined"} | WITNESS_KINDS
+    ENROLMENT | {"policy.set", "policy.declined", "sso.required"} | WITNESS_KINDS
 )  # only an admin writes these (a key by code aside)
 DELEGATIONS = frozenset({"delegation.granted", "delegation.revoked"})
 PROPOSED = "policy.proposed"  # a reviewer's proposal of a standing rule; an admin's policy.set makes it so

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from signoff.audit import c2sp, delegation, merkle, policies, proposals, rules, sealing, trust
+from signoff.audit import c2sp, delegation, merkle, policies, proposals, rules, sealing, sso_required, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import (
@@ -452,6 +452,8 @@ class Verifier(SealedChecks):
             self._resume_failed(actor, body)
         elif kind in c2sp.WITNESS_KINDS:
             self._witness_entry(kind, body)
+        elif kind == sso_required.KIND:  # an admin's (checked by _check_trust); its form here
+            sso_required.check_body(body)
         elif kind == "log.cosigned":
             self._cosigned(body)
         elif kind == "tool.executed":

@@ -27,9 +27,23 @@ from signoff.desk.errors import classify, problem
 from signoff.desk.guard import DEFAULT_MAX_BODY, Guard
 from signoff.desk.logs import Desks
 from signoff.desk.metrics import Metrics
-from signoff.desk.routes import api, decided, delegations, log, ops, proposals, queue, reviews, signin, slack, tlog
+from signoff.desk.routes import (
+    api,
+    decided,
+    delegations,
+    log,
+    ops,
+    proposals,
+    queue,
+    reviews,
+    signin,
+    single_sign_on,
+    slack,
+    tlog,
+)
 from signoff.desk.scope import ToolRoles
 from signoff.desk.sse import Broker
+from signoff.desk.sso import Provider
 from signoff.desk.verify import IncrementalVerifier, RuleVerifier
 
 __all__ = ["STATIC_DIR", "TEMPLATES_DIR", "Desk", "create_app"]
@@ -53,6 +67,7 @@ def create_app(
     witness_quorum: int = 1,
     retention_every: float | None = None,
     logs: Sequence[str] | None = None,
+    sso: Any = None,
 ) -> FastAPI:
     """Build the desk for the logs at ``store_url`` (made beforehand by ``audit init``): every log the
     store holds, or those ``logs`` names (desk/logs.py).
@@ -76,6 +91,9 @@ def create_app(
 
     ``retention_every`` (seconds, on a sealed log): erase the values whose retention passed on that
     schedule (desk/retention.py, in a thread of its own).
+
+    ``sso`` (:class:`signoff.desk.sso.Settings`): people sign in through that OpenID Provider (desk/sso.py),
+    and, with ``passwords=False``, through it alone.
     """
     for text in witnesses:
         from signoff.audit.signed_note import parse_vkey
@@ -95,6 +113,7 @@ def create_app(
         retention.check(store, retention_every)
     engine = make_engine(store_url)
     templates = make_templates()
+    provider = Provider(sso) if sso is not None else None
 
     def desk_of(store: Any) -> Desk:
         svc = service if service is not None else ReviewService(store)
@@ -117,6 +136,7 @@ def create_app(
             stalled_after=stalled_after,
             witness_vkeys=tuple(witnesses),
             witness_quorum=witness_quorum,
+            sso=provider,
         )
 
     desks = Desks({store.log_id: desk_of(store) for store in stores})
@@ -176,6 +196,7 @@ def create_app(
     app.include_router(ops.router)
     app.include_router(api.router)
     app.include_router(signin.router)
+    app.include_router(single_sign_on.router)
     app.include_router(queue.router)
     app.include_router(reviews.router)
     app.include_router(decided.router)

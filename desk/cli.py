@@ -159,6 +159,22 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="on a log with sealed values: erase the values whose policy's retention has passed, this often "
         "(one data.erased entry each, reason 'retention'; a JSON line on stderr says what each pass did)",
     )
+    sso = s.add_argument_group("single sign-on (OpenID Connect): people sign in through the company's IdP")
+    sso.add_argument("--oidc-issuer", metavar="URL", help="the OpenID Provider's issuer, e.g. https://idp.example.org")
+    sso.add_argument("--oidc-client-id", metavar="ID", help="the desk's client id at the provider")
+    sso.add_argument(
+        "--oidc-client-secret-env",
+        metavar="VAR",
+        help="the environment variable that holds the desk's client secret (never on the command line)",
+    )
+    sso.add_argument("--oidc-claim", default="email", help="the ID token claim that names the reviewer (default email)")
+    sso.add_argument("--oidc-groups-claim", default="groups", help="the claim that lists the person's groups")
+    sso.add_argument("--oidc-scope", default="openid email groups", help="the scopes asked for")
+    sso.add_argument(
+        "--no-passwords",
+        action="store_true",
+        help="sign-in through the provider only: the desk's passwords and sign-in links are refused",
+    )
     if notify:
         notify_cli.add_serve_flags(s)
 
@@ -334,6 +350,36 @@ def _enrolled(svc: Any, email: str) -> tuple[str, Any]:
     return rid, info
 
 
+def _sso_settings(a: argparse.Namespace) -> Any:
+    """The provider ``--oidc-*`` names, or None; refuses a half-given one, naming the missing option."""
+    given = [a.oidc_issuer, a.oidc_client_id, a.oidc_client_secret_env]
+    if not any(given):
+        if a.no_passwords:
+            raise UnusableInput(
+                "--no-passwords: expected single sign-on (--oidc-issuer …) to sign people in, found none"
+            )
+        return None
+    for option, value in zip(("--oidc-issuer", "--oidc-client-id", "--oidc-client-secret-env"), given, strict=True):
+        if not value:
+            raise UnusableInput(f"{option}: expected it with the other --oidc-* options, found none")
+    secret = os.environ.get(a.oidc_client_secret_env)
+    if not secret:
+        raise UnusableInput(
+            f"--oidc-client-secret-env: expected ${a.oidc_client_secret_env} to hold the secret, found none"
+        )
+    from signoff.desk.sso import Settings
+
+    return Settings(
+        issuer=a.oidc_issuer,
+        client_id=a.oidc_client_id,
+        client_secret=secret,
+        claim=a.oidc_claim,
+        groups_claim=a.oidc_groups_claim,
+        scope=a.oidc_scope,
+        passwords=not a.no_passwords,
+    )
+
+
 def cmd_serve(a: argparse.Namespace) -> int:
     url = existing_store_url(a.store)
     if not free_port(a.host, a.port):
@@ -362,6 +408,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
         witness_quorum=a.witness_quorum,
         retention_every=a.retention_every,
         logs=a.log_ids,
+        sso=_sso_settings(a),
     )
     for desk in app.state.desks:
         mode = "signed decisions required" if desk.signed_decisions else "UNSIGNED decisions allowed"

@@ -54,6 +54,7 @@ class Desk:
     stalled_after: float = 60.0  # seconds after a resume with no tool run before "approved, not yet run"
     witness_vkeys: tuple[str, ...] = ()  # the witnesses the review page checks cosignatures against
     witness_quorum: int = 1
+    sso: Any = None  # the OpenID Provider people sign in through (desk/sso.py), if one is set
 
     def witnessing(self) -> tuple[str, tuple[str, ...], int, bool]:
         """What the review page's receipt check trusts: the log's vkey, the witness vkeys and the quorum,
@@ -86,6 +87,11 @@ class Desk:
 
     def visible(self, scope: Scope) -> ColumnElement[bool]:
         return visible_filter(scope, self.tool_roles)
+
+    @property
+    def passwords(self) -> bool:
+        """Whether people may sign in with a desk password (``desk serve --no-passwords`` turns them off)."""
+        return self.sso is None or bool(self.sso.settings.passwords)
 
     @property
     def signed_decisions(self) -> bool:

@@ -121,6 +121,9 @@ def make_engine(store_url: str) -> Engine:
             SignInLink.__table__,  # type: ignore[attr-defined]
         ],
     )
+    from signoff.desk import sso
+
+    sso.create_tables(engine)
     return engine
 
 

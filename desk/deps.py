@@ -9,6 +9,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from signoff.desk import sso
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.logs import Desks
@@ -120,6 +121,11 @@ def page_reviewer(request: Request, desk: DeskDep) -> SignedIn:
         from signoff.desk.web import Refused
 
         raise Refused(404, "Not here", "You are not a reviewer on the log this page is about.")
+    if desk.sso is not None and not sso.still_admitted(desk, who.reviewer, info.roles if info else (), who.session):
+        # The identity provider disabled them, or took them out of a group a role needs: from this request on.
+        sso.forget(desk.accounts.engine, who.session)
+        desk.accounts.close_session(token or "")
+        raise NeedSignIn()
     return replace(who, info=info)
 
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from signoff.audit.entry import format_time
-from signoff.desk import across, queries, quorum, reveal
+from signoff.desk import across, queries, quorum, reveal, sso
 from signoff.desk import summary as summaries
 from signoff.desk.across_stream import format_after, merged, parse_after
 from signoff.desk.auth import SignedIn
@@ -25,6 +25,7 @@ from signoff.desk.scope import Scope
 from signoff.desk.web import PAGE_SIZE, me, render
 
 router = APIRouter(include_in_schema=False)
+SSO_EVERY = 2.0  # seconds between an event stream's checks with the identity provider
 
 
 # -- the queue ----------------------------------------------------------------------------------
@@ -194,8 +195,10 @@ def _alive(desk: Desk, who: SignedIn, scope: Scope) -> Any:
     def alive() -> bool:
         info = desk.svc.reviewer(who.reviewer)
         ended = scope.lent_until is not None and format_time(desk.store.clock()) >= scope.lent_until
-        open_ = desk.accounts.session_alive(who.session, any_log=True)
-        return info is not None and info.enabled and not ended and open_
+        if info is None or not info.enabled or ended or not desk.accounts.session_alive(who.session, any_log=True):
+            return False
+        # Through single sign-on: the provider still answers for them, in their roles' groups (asked every 2 s).
+        return sso.still_admitted(desk, who.reviewer, info.roles, who.session, max_age=SSO_EVERY)
 
     return alive
 

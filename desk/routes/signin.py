@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlparse
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from signoff.audit.errors import AuditError
-from signoff.desk import passkeys, signin_links
+from signoff.desk import passkeys, signin_links, sso
 from signoff.desk.auth import SignedIn, SignInRefused, token_hash
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm, CsrfReviewer, check_sign_in_form
@@ -24,6 +24,7 @@ from signoff.desk.web import log_context, me, render, safe_next, secure_cookies
 router = APIRouter(include_in_schema=False)
 
 THROTTLED = "Too many failed sign-ins. Wait {seconds} seconds, then try again."
+PASSWORDS_OFF = "This desk signs people in through the identity provider only: use the button above."
 
 
 @router.get("/")
@@ -45,7 +46,15 @@ def _signin_page(
     resp = render(
         request,
         "signin.html",
-        {"error": error, "csrf": token, "email": email, "next": safe_next(nxt), "change": change},
+        {
+            "error": error,
+            "csrf": token,
+            "email": email,
+            "next": safe_next(nxt),
+            "change": change,
+            "sso": urlparse(desk.sso.settings.issuer).netloc if desk.sso is not None else None,
+            "passwords": desk.passwords,
+        },
         status,
     )
     resp.set_cookie(
@@ -78,6 +87,8 @@ def _account_desk(desks: Desks, reviewer: str, password: str) -> Desk:
 async def signin(request: Request, desk: DeskDep, desks: DesksDep) -> Response:
     form = await request.form()
     check_sign_in_form(request, form)
+    if not desk.passwords:
+        return _signin_page(request, desk, error=PASSWORDS_OFF, status=403)
     email = str(form.get("email", "")).strip().lower()
     password = str(form.get("password", ""))
     nxt = str(form.get("next", "/queue"))
@@ -191,6 +202,8 @@ async def use_signin_link(request: Request, desks: DesksDep, token: str) -> Resp
     form = await request.form()
     check_sign_in_form(request, form)
     desk = await run_in_threadpool(_link_desk, desks, token)
+    if not desk.passwords:  # a link stands in for a password: off with them, or it would pass the provider by
+        return _signin_page(request, desk, error=PASSWORDS_OFF, status=403)
     found = await run_in_threadpool(signin_links.use, desk.accounts.engine, desk.store.log_id, token)
     if found is None:
         return _link_page(request, desk, token)
@@ -205,6 +218,7 @@ def signout(request: Request, desk: DeskDep, desks: DesksDep, form: CsrfForm) ->
     token = request.cookies.get(SESSION_COOKIE)
     if token:
         desk.accounts.close_session(token)
+        sso.forget(desk.accounts.engine, token_hash(token))
         for one in desks:  # this tab's live updates (of every log it listens to) end now, not at the next check
             one.broker.end(session=token_hash(token))
     resp = RedirectResponse("/signin", status_code=303)

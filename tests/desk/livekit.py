@@ -22,9 +22,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ``app``; yield its base URL."""
-    port = free_port()
+def serving(app: Any, host: str = "127.0.0.1", port: int | None = None) -> Iterator[str]:
+    """Serve ``app`` (on ``port``, else a free one); yield its base URL."""
+    port = port or free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=1
     )
