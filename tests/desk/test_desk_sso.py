@@ -97,6 +97,31 @@ def test_sign_in_and_out_in_chromium(world: World, browser: Any) -> None:
     page.context.close()
 
 
+def test_in_chromium_a_replayed_callback_and_a_group_taken_away_mid_session(world: World, browser: Any) -> None:
+    """Alice signs in; the callback URL the provider sent her browser to, opened again, signs nobody in; the
+    IdP takes her out of grp-finance while her queue is open: its live updates end, and a reload asks her
+    to sign in again."""
+    page = browser.new_context(viewport={"width": 1280, "height": 860}).new_page()
+    callbacks: list[str] = []
+    page.on("request", lambda r: callbacks.append(r.url) if "/signin/oidc/callback" in r.url else None)
+    page.goto(world.desk + "/signin")
+    page.click("#sso-signin")
+    page.fill("input[name=login]", "alice")
+    page.fill("input[name=password]", "alice pw")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/queue")
+    page.wait_for_selector("#live[data-state=live]")
+    other = browser.new_context().new_page()
+    answer = other.goto(callbacks[0])
+    assert answer is not None and answer.status == 401 and "state: expected one this desk sent" in other.content()
+    other.context.close()
+    world.idp.accounts(alice={**PEOPLE["alice"], "groups": ["staff"]})
+    page.wait_for_selector("#live[data-state=ended]", timeout=10_000)
+    page.reload()
+    assert "/signin" in page.url
+    page.context.close()
+
+
 def test_a_person_not_in_the_group_their_role_needs_is_refused(world: World) -> None:
     world.idp.accounts(alice={**PEOPLE["alice"], "groups": ["staff"]})
     client = httpx.Client(timeout=15)
