@@ -32,7 +32,7 @@ from signoff.audit import (
     cli_values,
     cli_witness,
 )
-from signoff.audit.cli_common import DEFAULT_KEY, DEFAULT_STORE, STORE_HELP, command, run_at_edge
+from signoff.audit.cli_common import DEFAULT_KEY, DEFAULT_STORE, STORE_HELP, add_log_option, command, run_at_edge
 
 EXAMPLES = [
     "audit --store sqlite:///signoff.db --key signoff-log-key.pem init",
@@ -48,14 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         EXAMPLES,
     )
     parser.add_argument("--store", default=os.environ.get("SIGNOFF_STORE", DEFAULT_STORE), help=STORE_HELP)
-    parser.add_argument(
-        "--log",
-        dest="log_id",
-        metavar="ID",
-        default=os.environ.get("SIGNOFF_LOG") or None,
-        help="which of the store's logs (a store may hold several, one per app or team: `audit logs` lists "
-        "them; env SIGNOFF_LOG); default: the store's only log",
-    )
+    add_log_option(parser)
     parser.add_argument(
         "--key",
         default=os.environ.get("SIGNOFF_KEY", DEFAULT_KEY),

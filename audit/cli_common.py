@@ -62,6 +62,18 @@ def existing_store_url(text: str, option: str = "--store") -> str:
     return url
 
 
+def add_log_option(parser: Any) -> None:
+    """``--log ID`` (``args.log_id``; env ``SIGNOFF_LOG``): which of the store's logs a command is about."""
+    parser.add_argument(
+        "--log",
+        dest="log_id",
+        metavar="ID",
+        default=os.environ.get("SIGNOFF_LOG") or None,
+        help="which of the store's logs (a store may hold several, one per app or team: `audit logs` lists "
+        "them; env SIGNOFF_LOG); default: the store's only log",
+    )
+
+
 def open_existing(args: argparse.Namespace) -> Store:
     """The store named by ``--store``, bound to the log ``--log`` names (else its only one), which must
     already exist; creates no file or table."""

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from signoff.audit.cli_common import command, epilog, existing_store_url, run_at_edge
+from signoff.audit.cli_common import add_log_option, command, epilog, existing_store_url, run_at_edge
 from signoff.audit.errors import AuditError, UnusableInput
 from signoff.bridge._plugin import SignoffPlugin
 from signoff.bridge._signoff import Signoff
@@ -248,13 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Signoff store when the App's module defines no Signoff: a URL (sqlite:///file.db, "
         "postgresql://…) or a SQLite file path",
     )
-    resume.add_argument(
-        "--log",
-        dest="log_id",
-        metavar="ID",
-        default=os.environ.get("SIGNOFF_LOG") or None,
-        help="with --store: which of its logs (env SIGNOFF_LOG; default: its only log)",
-    )
+    add_log_option(resume)  # with --store
     resume.add_argument("--actor", help="this worker's name on the log (give each concurrent worker its own)")
     resume.add_argument("--max-wait", type=float, default=5.0, help="seconds between passes at most (push wakes it)")
     resume.add_argument("--once", action="store_true", help="one pass, then exit")

@@ -24,7 +24,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from signoff.audit.cli_common import STORE_HELP, command, existing_store_url, free_port, group, run_at_edge, verb
+from signoff.audit.cli_common import (
+    STORE_HELP,
+    add_log_option,
+    command,
+    existing_store_url,
+    free_port,
+    group,
+    run_at_edge,
+    verb,
+)
 from signoff.audit.errors import NotAllowed, UnusableInput
 
 DEFAULT_STORE = os.environ.get("SIGNOFF_STORE", "sqlite:///signoff.db")
@@ -65,13 +74,7 @@ def _store_arg(p: argparse.ArgumentParser, *, logs: bool = False) -> None:
             "log it holds, in one queue",
         )
     else:
-        p.add_argument(
-            "--log",
-            dest="log_id",
-            metavar="ID",
-            default=os.environ.get("SIGNOFF_LOG") or None,
-            help="which of the store's logs (env SIGNOFF_LOG); default: its only log",
-        )
+        add_log_option(p)
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

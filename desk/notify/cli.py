@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from signoff.audit.cli_common import STORE_HELP, existing_store_url, group, verb
+from signoff.audit.cli_common import STORE_HELP, add_log_option, existing_store_url, group, verb
 from signoff.audit.errors import UnusableInput
 from signoff.desk.notify._events import EVENT_NAMES
 
@@ -80,13 +80,7 @@ def add_parser(sub: Any, default_store: str, summary: str, exit_codes: str) -> N
     def add_verb(parent: Any, name: str, text: str, example: str) -> argparse.ArgumentParser:
         parser = verb(parent, name, text, example, run, exit_codes)
         parser.add_argument("--store", default=default_store, help=STORE_HELP)
-        parser.add_argument(
-            "--log",
-            dest="log_id",
-            metavar="ID",
-            default=os.environ.get("SIGNOFF_LOG") or None,
-            help="which of the store's logs (env SIGNOFF_LOG; one notifier per log); default: its only log",
-        )
+        add_log_option(parser)  # (one notifier per log)
         return parser
 
     kinds = group(
