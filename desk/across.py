@@ -2,7 +2,8 @@
 Not-yet-run list, and the "Just decided" panel, each row naming its log.
 
 A person's **seats** are the served logs where they are an enabled reviewer with a desk account (the log
-their session was opened on, or one whose admin gave them an account there too): the pages list those
+their session was opened on, or one whose admin gave them an account there too; signed in through the
+identity provider, every log where they are enrolled: desk/sso.py): the pages list those
 logs' reviews, each through that log's own scope (roles, tools, delegations). Nothing is decided here:
 a decision goes to the review's own log, through its own desk, and is signed for that log.
 
@@ -21,7 +22,7 @@ from sqlalchemy import and_, func, or_, select
 from sqlmodel import col
 
 from signoff.audit.tables import ReviewRow
-from signoff.desk import queries
+from signoff.desk import queries, sso
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.logs import Desks
@@ -49,8 +50,10 @@ def seats(desks: Desks, who: SignedIn) -> list[Seat]:
         info = desk.svc.reviewer(who.reviewer)
         if info is None or not info.enabled:
             continue
-        if desk.accounts.log != who.log and not desk.accounts.has_account(who.reviewer):
-            continue
+        if desk.accounts.log != who.log and not (who.sso or desk.accounts.has_account(who.reviewer)):
+            continue  # (the identity provider vouches for a person on every log; a log's own password, not)
+        if who.sso and not sso.still_admitted(desk, who.reviewer, info.roles, who.session, max_age=2.0):
+            continue  # not in the IdP groups this log's roles need
         here = replace(who, info=info)
         found.append(Seat(desk, here, desk.scope(here)))
     return found

@@ -74,6 +74,7 @@ class SignedIn:
     info: Any = None  # the reviewer's ReviewerInfo from the log, once looked up
     session: str = ""  # SHA-256 of the session cookie (browser sessions), to end its event streams
     log: str = ""  # the log the session was opened on (a desk serving several logs: desk/logs.py)
+    sso: bool = False  # opened through the identity provider (desk/sso.py), which vouches for who it is
 
 
 class SignInRefused(Exception):

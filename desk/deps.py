@@ -106,18 +106,21 @@ class NeedSignIn(Exception):
 
 def page_reviewer(request: Request, desk: DeskDep) -> SignedIn:
     """The person signed in, as the request's log knows them. On a desk serving several logs a session
-    opened on one log serves the others where the person is an enabled reviewer with a desk account
-    (desk/across.py); elsewhere the page answers as for a review they may not see."""
+    opened on one log serves the others where the person is an enabled reviewer with a desk account, or
+    any where they are enrolled when the identity provider vouched for them (desk/across.py); elsewhere
+    the page answers as for a review they may not see."""
     token = request.cookies.get(SESSION_COOKIE)
     who = desk.accounts.session(token, any_log=True) if token else None
     if who is None:
         raise NeedSignIn()
     info = desk.svc.reviewer(who.reviewer)
+    if desk.sso is not None and sso.of_session(desk.accounts.engine, who.session) is not None:
+        who = replace(who, sso=True)
     here = who.log == desk.accounts.log
     if here and (info is None or not info.enabled):
         desk.accounts.close_session(token or "")
         raise NeedSignIn()
-    if not here and (info is None or not info.enabled or not desk.accounts.has_account(who.reviewer)):
+    if not here and (info is None or not info.enabled or not (who.sso or desk.accounts.has_account(who.reviewer))):
         from signoff.desk.web import Refused
 
         raise Refused(404, "Not here", "You are not a reviewer on the log this page is about.")

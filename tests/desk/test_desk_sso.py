@@ -223,3 +223,41 @@ def test_passwords_off_refuses_the_password_form_and_sign_in_links(world: World)
     r = client.post(world.desk + "/signin", data=form)
     assert r.status_code == 403 and "through the identity provider only" in r.text
     assert client.get(world.desk + "/queue").status_code == 303  # not signed in
+
+
+def test_signed_in_through_the_provider_one_queue_spans_every_log_the_person_is_enrolled_on(tmp_path: Path) -> None:
+    """Two logs, Alice enrolled on both by their admins and given no desk password on either: the provider
+    vouches for her, so one sign-in shows both logs' reviews; the log whose role needs a group she is not in
+    shows none of its reviews."""
+    from signoff.audit import CallSpec, Policy
+
+    url = f"sqlite:///{tmp_path / 'signoff.db'}"
+    services = []
+    for n, name in enumerate(("payments", "support", "audit")):
+        store = open_store(url)
+        store.init_log(tmp_path / f"{name}.pem", origin=f"example.org/{name}", new_log=n > 0)
+        admin = read_private_key(default_admin_key(tmp_path / f"{name}.pem"))
+        svc = ReviewService(store)
+        role = "auditor" if name == "audit" else "finance"
+        svc.enroll_reviewer(ALICE, roles=[role], tools=["*"], key=Signer.generate().public, admin=admin)
+        if name == "audit":
+            sso_required.require(store, "auditor", ["grp-audit"], admin=admin)  # she is not in it
+        call = CallSpec(app=name, user="u", session=f"s-{name}", invocation="i", confirmation_id="c", call_id="k",
+                        tool=f"{name}_tool", args={"n": n})  # fmt: skip
+        svc.open_frontier([call], actor="agent:a", policies=Policy(role=role))
+        services.append(svc)
+    port = free_port()
+    desk = f"http://localhost:{port}"
+    with running_idp(free_port(), [f"{desk}/signin/oidc/callback"], PEOPLE) as idp:
+        settings = Settings(issuer=idp.issuer, client_id="desk", client_secret=SECRET, passwords=False)
+        app = create_app(url, access_log=False, sso=settings, origin=desk)
+        with serving(app, host="localhost", port=port):
+            client = httpx.Client(base_url=desk, timeout=15, headers={"Origin": desk})
+            back = sign_in_headless(client, desk, "alice", "alice pw")
+            assert client.get(back.url.join(back.headers["location"])).status_code == 303
+            page = client.get("/queue")
+            assert page.status_code == 200
+            assert "payments_tool" in page.text and "support_tool" in page.text
+            assert "audit_tool" not in page.text
+    for svc in services:
+        svc.store.close()
