@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, urlparse
 
 from fastapi import APIRouter, Request
@@ -141,24 +141,27 @@ async def signin(request: Request, desk: DeskDep, desks: DesksDep) -> Response:
     if first and desk.signed_decisions:
         # The initial password was the enrolment code: register a passkey with it now (the page keeps it).
         nxt = "/account?first=1#passkeys"
-    return _signed_in(request, desk, reviewer, safe_next(nxt))
+    return signed_in(request, desk, reviewer, safe_next(nxt))[0]
 
 
-def _signed_in(request: Request, desk: Desk, reviewer: str, target: str) -> Response:
-    """A new session for ``reviewer`` (its cookie set, the sign-in form's token dropped), then ``target``."""
+def signed_in(
+    request: Request, desk: Desk, reviewer: str, target: str, *, samesite: Literal["lax", "strict"] = "strict"
+) -> tuple[Response, str]:
+    """A new session for ``reviewer`` (its cookie set, the sign-in form's token dropped), then ``target``;
+    and the cookie. ``samesite="lax"`` where the sign-in ends in a cross-site redirect (desk/sso.py)."""
     cookie, _csrf = desk.accounts.open_session(reviewer)
     resp = RedirectResponse(target, status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
         cookie,
         httponly=True,
-        samesite="strict",
+        samesite=samesite,
         secure=secure_cookies(request, desk),
         path="/",
         max_age=12 * 3600,
     )
     resp.delete_cookie(PRE_CSRF_COOKIE, path="/")
-    return resp
+    return resp, cookie
 
 
 # -- one-time sign-in links (desk/signin_links.py) -------------------------------------------------
@@ -210,7 +213,7 @@ async def use_signin_link(request: Request, desks: DesksDep, token: str) -> Resp
     info = desk.svc.reviewer(found.reviewer)
     if info is None or not info.enabled:
         return _signin_page(request, desk, error="This reviewer is not enrolled or has been disabled.", status=403)
-    return _signed_in(request, desk, found.reviewer, f"/reviews/{quote(found.review, safe='')}")
+    return signed_in(request, desk, found.reviewer, f"/reviews/{quote(found.review, safe='')}")[0]
 
 
 @router.post("/signout")

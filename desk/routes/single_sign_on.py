@@ -9,8 +9,6 @@ after asks the provider again (desk/deps.py).
 
 from __future__ import annotations
 
-from urllib.parse import urlparse
-
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -19,9 +17,10 @@ from signoff.audit import sso_required
 from signoff.desk import sso
 from signoff.desk.auth import token_hash
 from signoff.desk.context import Desk
-from signoff.desk.deps import SESSION_COOKIE, DesksDep
+from signoff.desk.deps import DesksDep
 from signoff.desk.logs import Desks
-from signoff.desk.web import Refused, safe_next, secure_cookies
+from signoff.desk.routes.signin import signed_in
+from signoff.desk.web import Refused, safe_next
 
 router = APIRouter(include_in_schema=False)
 CALLBACK = "/signin/oidc/callback"
@@ -58,10 +57,10 @@ def admitted(desks: Desks, identity: sso.Identity) -> tuple[Desk | None, str]:
         info = desk.svc.reviewer(identity.reviewer)
         if info is None or not info.enabled:
             continue
-        lacking = sso_required.missing(sso_required.requirements(desk.store), info.roles, identity.groups)
+        needed = sso_required.requirements(desk.store)
+        lacking = sso_required.missing(needed, info.roles, identity.groups)
         if not lacking:
             return desk, ""
-        needed = sso_required.requirements(desk.store)
         why = "; ".join(f"role {role} needs one of the groups {', '.join(needed[role])}" for role in lacking)
     return None, why
 
@@ -80,21 +79,7 @@ async def callback(request: Request, desks: DesksDep) -> Response:
     desk, why = await run_in_threadpool(admitted, desks, identity)
     if desk is None:
         raise Refused(403, "Not allowed", f"Signed in at the identity provider, but {why}.")
-    cookie, _csrf = desk.accounts.open_session(identity.reviewer)
+    # "lax": the provider's redirect back is a cross-site navigation, which a "strict" cookie would miss
+    resp, cookie = signed_in(request, desk, identity.reviewer, safe_next(target), samesite="lax")
     sso.remember(desk.accounts.engine, token_hash(cookie), identity, access_token)
-    resp = RedirectResponse(safe_next(target), status_code=303)
-    resp.set_cookie(
-        SESSION_COOKIE,
-        cookie,
-        httponly=True,
-        samesite="lax",  # the provider's redirect back is a cross-site navigation: "strict" would drop it
-        secure=secure_cookies(request, desk),
-        path="/",
-        max_age=12 * 3600,
-    )
     return resp
-
-
-def label(provider: sso.Provider) -> str:
-    """How the sign-in page names the provider: its host."""
-    return urlparse(provider.settings.issuer).netloc or provider.settings.issuer
