@@ -63,7 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
     cli_witness.register(sub)
     cli_values.register(sub)
     cli_sso.register(sub)
+    _log_after_the_verb(parser)
     return parser
+
+
+def _log_after_the_verb(parser: argparse.ArgumentParser) -> None:
+    """``--log ID`` after the verb too (``audit evidence --from … --log ID``), wherever a verb has no ``--log``
+    of its own (``audit witness serve --log VKEY`` names a log it witnesses); given there, it wins."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if "--log" not in child._option_string_actions:
+                    child.add_argument(
+                        "--log",
+                        dest="log_id",
+                        metavar="ID",
+                        default=argparse.SUPPRESS,
+                        help="which of the store's logs (as `audit --log ID …`; `audit logs` lists them)",
+                    )
+                _log_after_the_verb(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

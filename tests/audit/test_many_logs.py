@@ -175,6 +175,9 @@ def test_audit_logs_and_log_on_the_command_line(logs: list[Log], store_url: str,
         done = run_cli(store_url, None, "--log", one.store.log_id, "verify")
         assert done.returncode == 0, done.stderr
         assert f"log {one.store.log_id} intact" in done.stdout
+    # After the verb too, as `audit evidence --from … --log ID` reads; given there, it wins.
+    done = run_cli(store_url, None, "--log", logs[0].store.log_id, "verify", "--log", logs[1].store.log_id)
+    assert done.returncode == 0 and f"log {logs[1].store.log_id} intact" in done.stdout, done.stderr
     one = logs[2]
     one.svc.open_frontier([call("c-ops", tool="restart")], actor=AGENT)
     done = run_cli(store_url, None, "--log", one.store.log_id, "pending", "--json")
