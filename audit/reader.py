@@ -256,17 +256,18 @@ class LogReader:
                 query = query.where(EntryRow.subject == review)
             if actor is not None:
                 query = query.where(EntryRow.actor == actor)
-            if stop is not None:
-                query = query.where(EntryRow.seq < stop)
-            query = query.where(EntryRow.seq >= start)
-            if newest_first:
-                if cursor is not None:
-                    query = query.where(EntryRow.seq < cursor)
-                query = query.order_by(EntryRow.seq.desc())  # type: ignore[attr-defined]
-            else:
-                if cursor is not None:
-                    query = query.where(EntryRow.seq > cursor)
-                query = query.order_by(EntryRow.seq)
+            # One bound on each side (the page's cursor folded in): with two lower bounds SQLite walks the
+            # primary key instead of the (log, kind, seq) or subject index, a scan of the whole log.
+            low, high = start, stop
+            if cursor is not None and newest_first:
+                high = cursor if high is None else min(high, cursor)
+            elif cursor is not None:
+                low = max(low, cursor + 1)
+            if high is not None:
+                query = query.where(EntryRow.seq < high)
+            query = query.where(EntryRow.seq >= low)
+            order = EntryRow.seq.desc() if newest_first else EntryRow.seq  # type: ignore[attr-defined]
+            query = query.order_by(order)
             chunk = READ_CHUNK if limit is None else min(READ_CHUNK, limit - yielded)
             with self.read_engine.connect() as conn:
                 rows = conn.execute(query.limit(chunk)).all()

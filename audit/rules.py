@@ -11,7 +11,7 @@ verifier cannot drift apart.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import jsonpatch
@@ -80,6 +80,24 @@ class ReviewState:
     def roles_that_decide(self) -> tuple[str | None, ...]:
         """The review's role, and the role it was escalated to (either may decide)."""
         return (self.role,) if self.escalated_role is None else (self.role, self.escalated_role)
+
+
+_FIELDS = frozenset(f.name for f in fields(ReviewState))
+
+
+def evolve(state: ReviewState, **changes: Any) -> ReviewState:
+    """A copy of ``state`` with ``changes``, as ``dataclasses.replace`` makes it, at a fifth of its cost.
+
+    ``replace`` runs the frozen ``__init__``, one ``object.__setattr__`` per field (22 of them), for
+    every decision and execution ``audit verify`` replays (issue 24: 11% of verify). The copy is a new
+    object; ``state`` is untouched, so the rules stay pure. A name that is not a field raises
+    ``TypeError``, as ``replace`` does."""
+    unknown = changes.keys() - _FIELDS
+    if unknown:
+        raise TypeError(f"ReviewState has no field {sorted(unknown)[0]!r}")
+    new = object.__new__(ReviewState)
+    new.__dict__.update(state.__dict__, **changes)
+    return new
 
 
 OBSERVER = "observer"  # a role that reads every review in the desk and decides none
@@ -210,13 +228,13 @@ def decide(
                 f"review {review_id}: expected args_digest {found} of the patched args, found {body.get('args_digest')}"
             )
         # A new round on the edited args; the editor's own approval counts as its first.
-        fresh = replace(current, args=result, args_digest=found, round=current.round + 1, approvers=(), seats=())
+        fresh = evolve(current, args=result, args_digest=found, round=current.round + 1, approvers=(), seats=())
         return _approved_by(fresh, actor, body.get("payload"), edited=True, seat=acting_for)
     if kind == "review.rejected":
         reason = body.get("reason")
         if not isinstance(reason, str) or not reason.strip():
             raise MissingReason(f"review {review_id}: expected a reason for the rejection, found {reason!r}")
-        return replace(current, status="rejected", args=None), None
+        return evolve(current, status="rejected", args=None), None
     raise ValueError(f"kind: expected a decision kind, found {kind!r}")
 
 
@@ -242,12 +260,12 @@ def _approved_by(
     delegator the approver acted for (rule 2b), who counts as having approved."""
     approvers = (*state.approvers, actor)
     if isinstance(seat, str):
-        state = replace(state, seats=(*state.seats, seat))
+        state = evolve(state, seats=(*state.seats, seat))
     if len(approvers) < state.approvals_needed:
-        return replace(state, approvers=approvers, round_payload=payload), None
+        return evolve(state, approvers=approvers, round_payload=payload), None
     status = "edited" if edited or state.round > 0 else "approved"
-    decided = replace(state, status=status, final_digest=state.args_digest, approvers=approvers, args=None)
-    return replace(decided, round_payload=payload), state.args
+    decided = evolve(state, status=status, final_digest=state.args_digest, approvers=approvers, args=None)
+    return evolve(decided, round_payload=payload), state.args
 
 
 def auto_approve(policy_found: Any, policy_named: Any, needs_person: bool, why: str) -> None:
@@ -275,7 +293,7 @@ def escalate(state: ReviewState | None, review_id: str, to_role: Any, at: str, d
         raise NotAllowed(f"review {review_id}: expected the role its policy escalates to, found {to_role!r}")
     if at < due:
         raise DeadlinePassed(review_id, due, f"{at} (escalation before its time)")
-    return replace(current, escalated_role=to_role)
+    return evolve(current, escalated_role=to_role)
 
 
 def claim(
@@ -288,7 +306,7 @@ def claim(
         raise NotAllowed(f"review {review_id}: expected a claim that lasts past {at}, found until {until!r}")
     if current.claim is not None and current.claim[0] != reviewer and current.claim[1] > at:
         raise Claimed(review_id, current.claim[0], current.claim[1])
-    return replace(current, claim=(reviewer, until))
+    return evolve(current, claim=(reviewer, until))
 
 
 def expire(state: ReviewState | None, review_id: str, at: str) -> ReviewState:
@@ -296,7 +314,7 @@ def expire(state: ReviewState | None, review_id: str, at: str) -> ReviewState:
     current = check_open(state, review_id)
     if current.deadline is None or at < current.deadline:
         raise DeadlinePassed(review_id, str(current.deadline), f"{at} (expiry before the deadline)")
-    return replace(current, status="expired", args=None)
+    return evolve(current, status="expired", args=None)
 
 
 def withdraw(state: ReviewState | None, review_id: str, actor: str, reason: Any) -> ReviewState:
@@ -306,7 +324,7 @@ def withdraw(state: ReviewState | None, review_id: str, actor: str, reason: Any)
         raise NotAllowed(f"withdrawer: expected an agent: or service: actor, found {actor!r}")
     if not isinstance(reason, str) or not reason.strip():
         raise MissingReason(f"review {review_id}: expected a reason for the withdrawal, found {reason!r}")
-    return replace(current, status="withdrawn", args=None)
+    return evolve(current, status="withdrawn", args=None)
 
 
 def resume(
@@ -348,7 +366,7 @@ def execute(state: ReviewState | None, review_id: str, args_digest: Any) -> Revi
         raise ExecutionMismatch(
             f"review {review_id}: expected the tool to run with args {state.final_digest}, found {args_digest}"
         )
-    return replace(state, executed=True)
+    return evolve(state, executed=True)
 
 
 def resume_failed(frontier: str, actor: str, resumed_seq: int | None, named: Any, open_calls: dict[str, bool]) -> None:

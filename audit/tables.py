@@ -30,7 +30,10 @@ class EntryRow(SQLModel, table=True):
     """
 
     __tablename__ = "signoff_entry"
-    __table_args__ = (Index("ix_signoff_entry_subject", "subject", "seq"),)
+    __table_args__ = (
+        Index("ix_signoff_entry_subject", "subject", "seq"),
+        Index("ix_signoff_entry_kind", "log", "kind", "seq"),  # revision 0005: verify --incremental's trust entries
+    )
 
     log: str = Field(primary_key=True)
     seq: int = Field(primary_key=True)

@@ -99,24 +99,32 @@ class ValueLedger:
         and together they must be what the entries hold less what was erased. Returns the row count;
         raises ``VerificationFailed`` (seq -1: the values beside the log) naming the owner, or, for a
         multiset difference, raises ``ValueMismatch`` for :func:`first_difference` to name."""
-        total, count = 0, 0
-        for owner, commitment, salt, value in rows:
-            try:
-                matches = sealing.commit(value, bytes.fromhex(salt)) == commitment
-            except (ValueError, TypeError):
-                matches = False
-            if not matches:
-                raise VerificationFailed(
-                    None,
-                    "value beside the log",
-                    f"{owner_name(owner)}: a value matching {commitment[:27]}…",
-                    "another value or salt",
-                )
-            total = (total + _h(owner, commitment)) % _MOD
-            count += 1
+        total, count = row_sum(rows)
         if total != self.expected:
             raise ValueMismatch(count)
         return count
+
+
+def row_sum(rows: Iterable[tuple[str, str, str, Any]]) -> tuple[int, int]:
+    """The value rows' multiset sum and count, each value checked against its commitment (order-free: a
+    worker process sums them while the sequential pass runs, :mod:`signoff.audit.verify_sums`). Raises
+    ``VerificationFailed`` naming the owner of a value that does not match."""
+    total, count = 0, 0
+    for owner, commitment, salt, value in rows:
+        try:
+            matches = sealing.commit(value, bytes.fromhex(salt)) == commitment
+        except (ValueError, TypeError):
+            matches = False
+        if not matches:
+            raise VerificationFailed(
+                None,
+                "value beside the log",
+                f"{owner_name(owner)}: a value matching {commitment[:27]}…",
+                "another value or salt",
+            )
+        total = (total + _h(owner, commitment)) % _MOD
+        count += 1
+    return total, count
 
 
 class ValueMismatch(Exception):

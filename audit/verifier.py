@@ -15,26 +15,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import orjson
 
-from signoff.audit import c2sp, delegation, merkle, policies, proposals, rules, sealing, sso_required, trust
+from signoff.audit import c2sp, delegation, entry_form, merkle, policies, proposals, rules, sealing, sso_required, trust
 from signoff.audit.canonical import canonical, fast_digest, parse_canonical
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.entry import (
     ABANDONED,
-    ACTOR,
     DECISIONS,
-    KINDS,
-    TIME,
     ZERO_HASH,
     format_hash,
     format_time,
     parse_time,
-    subject_of,
 )
 from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
@@ -139,16 +135,19 @@ class Verifier(SealedChecks):
         stored_seq: int | None = None,
         stored_nodes: bytes | None = None,
         stored_columns: tuple[Any, ...] | None = None,
+        form: entry_form.Failure | None | bool = True,
     ) -> None:
-        """:meth:`add` for an entry whose leaf hash (checked against the stored hash) and RFC 8785 form a
-        worker already checked (:mod:`signoff.audit.verify_parallel`); ``simple``: it parsed on the fast
-        path of :func:`parse_canonical`, where ``orjson`` reads exactly the same value."""
+        """:meth:`add` for an entry whose leaf hash (checked against the stored hash), RFC 8785 form, fields
+        and stored columns a worker already checked (:mod:`signoff.audit.verify_parallel`); ``simple``: it
+        parsed on the fast path of :func:`parse_canonical`, where ``orjson`` reads exactly the same value;
+        ``form``: what :func:`entry_form.failure` found wrong with it (None: nothing; raised here, in the
+        verifier's order), or True: not checked yet (checked here)."""
         seq = self.expected_seq
         if stored_seq is not None and stored_seq != seq:
             raise VerificationFailed(seq, "seq density (entry missing)", f"seq {seq}", f"seq {stored_seq}")
         data = orjson.loads(raw) if simple else parse_canonical(raw)[0]
         self._simple = simple
-        self._check_entry(seq, data, leaf, "sha256:" + leaf.hex(), stored_nodes, stored_columns)
+        self._check_entry(seq, data, leaf, "sha256:" + leaf.hex(), stored_nodes, stored_columns, form)
 
     def _check_entry(
         self,
@@ -158,21 +157,25 @@ class Verifier(SealedChecks):
         digest: str,
         stored_nodes: bytes | None,
         stored_columns: tuple[Any, ...] | None,
+        form: entry_form.Failure | None | bool = True,
     ) -> None:
-        """Everything after the bytes: fields, links, index columns, trust, rules, Merkle nodes."""
+        """Everything after the bytes: fields, links, index columns, trust, rules, Merkle nodes. ``form``:
+        :func:`entry_form.failure` of the entry as a worker found it (None: none), or True: not yet checked."""
         if not isinstance(data, dict):
             raise VerificationFailed(seq, "entry shape", "a JSON object", type(data).__name__)
         if data.get("seq") != seq:
             raise VerificationFailed(seq, "seq density", f"seq {seq}", f"seq {data.get('seq')!r}")
         if data.get("prev") != self.prev:
             raise VerificationFailed(seq, "prev link", self.prev, str(data.get("prev")))
-        self._check_fields(seq, data)
-        if stored_columns is not None:
-            implied = (data["kind"], data["actor"], subject_of(data["body"]))
-            if tuple(stored_columns) != implied:
-                raise VerificationFailed(
-                    seq, "stored entry columns (kind, actor, subject)", repr(implied), repr(tuple(stored_columns))
-                )
+        found = entry_form.failure(data, stored_columns) if form is True else form
+        if isinstance(found, tuple) and found[0] == entry_form.VERSION:
+            raise VerificationFailed(seq, *found)
+        if seq == 0:
+            self.log = data.get("log")
+        elif data.get("log") != self.log:
+            raise VerificationFailed(seq, "log id", str(self.log), str(data.get("log")))
+        if isinstance(found, tuple):
+            raise VerificationFailed(seq, *found)
         self._check_trust(seq, data)
         try:
             self._apply(seq, data)
@@ -191,26 +194,6 @@ class Verifier(SealedChecks):
                 )
         self.prev = digest
         self.expected_seq = seq + 1
-
-    def _check_fields(self, seq: int, data: dict[str, Any]) -> None:
-        if data.get("v") != 1:
-            raise VerificationFailed(seq, "entry version", "v 1", repr(data.get("v")))
-        if seq == 0:
-            self.log = data.get("log")
-        elif data.get("log") != self.log:
-            raise VerificationFailed(seq, "log id", str(self.log), str(data.get("log")))
-        at, actor, kind = data.get("at"), data.get("actor"), data.get("kind")
-        if not isinstance(at, str) or not TIME.match(at):
-            raise VerificationFailed(seq, "timestamp", "YYYY-MM-DDTHH:MM:SS.ffffffZ", repr(at))
-        if not isinstance(actor, str) or not ACTOR.match(actor):
-            raise VerificationFailed(seq, "actor", "human:|agent:|service:|admin:|log: actor", repr(actor))
-        if kind not in KINDS:
-            raise VerificationFailed(seq, "entry kind", "a known kind", repr(kind))
-        if not isinstance(data.get("body"), dict):
-            raise VerificationFailed(seq, "entry body", "a JSON object", repr(data.get("body"))[:60])
-        extra = set(data) - {"v", "log", "seq", "prev", "at", "actor", "kind", "body", "sig"}
-        if extra:
-            raise VerificationFailed(seq, "entry fields", "only the record's fields", str(sorted(extra)))
 
     def _check_trust(self, seq: int, data: dict[str, Any]) -> None:
         """Who may write this entry, and its signature (:mod:`signoff.audit.trust`)."""
@@ -272,10 +255,10 @@ class Verifier(SealedChecks):
             patch = body.get("patch") if kind == "review.edited" else None
             facts.opened = rules.progress_data(facts.opened, facts.state, actor, seq, patch, body.get("acting_for"))
         elif kind == "review.escalated":
-            facts.state = replace(state, escalated_role=str(body.get("role")))
+            facts.state = rules.evolve(state, escalated_role=str(body.get("role")))
             facts.opened = {**facts.opened, "escalated_role": body.get("role")}
         elif kind == "review.claimed":
-            facts.state = replace(state, claim=(str(body.get("reviewer")), str(body.get("until"))))
+            facts.state = rules.evolve(state, claim=(str(body.get("reviewer")), str(body.get("until"))))
             facts.opened = {**facts.opened, "claim": {"reviewer": body.get("reviewer"), "until": body.get("until")}}
 
     def _apply_trust(self, seq: int, data: dict[str, Any]) -> None:
@@ -649,7 +632,7 @@ class Verifier(SealedChecks):
         for rid in members:
             facts = self.reviews.get(rid)
             if facts is not None and facts.state.status in rules.RUNNABLE:
-                facts.state = replace(facts.state, failed=True)
+                facts.state = rules.evolve(facts.state, failed=True)
         front[2] = seq
         self.abandoned[_small(frontier_id)] = (kind, seq)
         if not self.keep_all:
@@ -677,7 +660,7 @@ class Verifier(SealedChecks):
         rules.resume_failed(frontier_id, actor, 0 if resumed else None, named, open_calls)
         for rid in open_calls:
             facts = self.reviews[rid]
-            facts.state = replace(facts.state, failed=True)
+            facts.state = rules.evolve(facts.state, failed=True)
 
     def _witness_entry(self, kind: str, body: dict[str, Any]) -> None:
         """``witness.added`` / ``witness.removed`` / ``witness.quorum`` (an admin's: :meth:`_check_trust`)."""

@@ -3,12 +3,14 @@
 The checks are exactly :class:`~signoff.audit.verifier.Verifier`'s; only where they run changes:
 
 * **workers**, over chunks of entries in parallel: each entry's leaf hash (RFC 9162 §2.1.1) against
-  the stored hash, and its RFC 8785 form (:func:`~signoff.audit.canonical.parse_canonical`);
-* **one sequential pass**, in ``seq`` order: density, the ``prev`` links, fields, index columns,
-  who may write what and with which key, the review rules, checkpoints and the Merkle nodes. It
-  reads each entry (``orjson`` where a worker found it on the canonical fast path) and, for a
-  signed entry, resolves the key enrolled *before* it exactly as the sequential verifier does,
-  then hands ``(key, signature, statement)`` to the workers instead of checking it in line
+  the stored hash, its RFC 8785 form (:func:`~signoff.audit.canonical.parse_canonical`), its fields and
+  the index columns stored beside it (:func:`~signoff.audit.entry_form.failure`); and, once per verify,
+  the projection's and the values' order-free sums (:mod:`signoff.audit.verify_sums`);
+* **one sequential pass**, in ``seq`` order: density, the ``prev`` links, the log id, who may write
+  what and with which key, the review rules, checkpoints and the Merkle nodes. It reads each entry
+  (``orjson`` where a worker found it on the canonical fast path) and, for a signed entry, resolves the
+  key enrolled *before* it exactly as the sequential verifier does, then hands ``(key, signature,
+  statement)`` to the workers instead of checking it in line
   (:func:`signoff.audit.trust.deferred_signatures`);
 * **the verdict**: the first failure by ``seq`` among the pass's own, the workers' byte checks and
   the signature checks, named as the sequential verifier names it. Nothing is reported intact
@@ -31,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
+from signoff.audit import entry_form
 from signoff.audit.canonical import parse_canonical
 from signoff.audit.errors import VerificationFailed
 from signoff.audit.trust import PublicKey, deferred_signatures
@@ -57,11 +60,20 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     ``__main__`` guard needed); spawned from a threaded one (a desk or another server)."""
     method = "fork" if threading.active_count() == 1 else "spawn"
     with _POOLS_LOCK:
-        pool = _POOLS.get((jobs, method))
+        # A pool already made keeps serving: its own manager thread makes the process look threaded after
+        # its first task, and a second pool for the same verify would start its workers all over again.
+        pool = next((p for (size, _m), p in _POOLS.items() if size == jobs and not getattr(p, "_broken", False)), None)
+        pool = pool or _POOLS.get((jobs, method))
         if pool is None or getattr(pool, "_broken", False):
             pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method))
             _POOLS[(jobs, method)] = pool
         return pool
+
+
+def submit(jobs: int, work: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Run ``work(*args)`` on the pool of ``jobs`` workers, beside the per-entry chunks (``work`` must be
+    importable by a spawned worker: a module-level function)."""
+    return _pool(jobs).submit(work, *args)
 
 
 Row = tuple[int | None, str | None, bytes, bytes | None, tuple[Any, ...] | None]
@@ -79,24 +91,32 @@ def default_jobs() -> int:
 # -- in the workers ------------------------------------------------------------------------------
 
 
-def check_chunk(raws: list[bytes], stored: list[str | None]) -> tuple[list[bytes], bytes, tuple[Any, ...] | None]:
-    """Leaf hashes and canonical form of a chunk: ``(leaves, simple flags, first failure or None)``.
+def check_chunk(
+    raws: list[bytes], stored: list[str | None], columns: list[tuple[Any, ...] | None]
+) -> tuple[list[bytes], bytes, tuple[Any, ...] | None]:
+    """Leaf hashes, canonical form, fields and stored columns of a chunk: ``(leaves, simple flags, first
+    failure or None)``.
 
-    A failure is ``(index, rule, expected, found)``, worded as :meth:`Verifier.add` words it; the
-    entries before it are checked, the ones after it are not looked at."""
+    A failure is ``(index, rule, expected, found, form)``, worded as :meth:`Verifier.add` words it; the
+    entries before it are checked, the ones after it are not looked at. ``form``: a rule of
+    :func:`entry_form.failure`, which the sequential pass raises in its place among the order-bound checks
+    (the entry's leaf is then in ``leaves``); otherwise a byte check, raised as the entry is reached."""
     leaves: list[bytes] = []
     simple = bytearray()
     for index, raw in enumerate(raws):
         leaf = hashlib.sha256(b"\x00" + raw).digest()
         want = stored[index]
         if want is not None and want != "sha256:" + leaf.hex():
-            return leaves, bytes(simple), (index, "entry hash", want, "sha256:" + leaf.hex())
+            return leaves, bytes(simple), (index, "entry hash", want, "sha256:" + leaf.hex(), False)
         try:
-            _value, fast = parse_canonical(raw)
+            value, fast = parse_canonical(raw)
         except ValueError as exc:
-            return leaves, bytes(simple), (index, "canonical form (RFC 8785)", "canonical JSON bytes", str(exc))
+            return leaves, bytes(simple), (index, "canonical form (RFC 8785)", "canonical JSON bytes", str(exc), False)
         leaves.append(leaf)
         simple.append(1 if fast else 0)
+        form = entry_form.failure(value, columns[index]) if isinstance(value, dict) else ("entry shape", "", "")
+        if form is not None:  # (not a dict: the pass names it as "entry shape" before anything else)
+            return leaves, bytes(simple), (index, *form, True)
     return leaves, bytes(simple), None
 
 
@@ -198,22 +218,31 @@ def verify_rows(
                     if chunk is None:
                         exhausted = True
                         break
-                    raws = [row[2] for row in chunk]
-                    in_flight.append((chunk, pool.submit(check_chunk, raws, [row[1] for row in chunk])))
+                    raws, hashes, columns = (
+                        [row[2] for row in chunk],
+                        [row[1] for row in chunk],
+                        [row[4] for row in chunk],
+                    )
+                    in_flight.append((chunk, pool.submit(check_chunk, raws, hashes, columns)))
                 if not in_flight:
                     break
                 chunk, future = in_flight.popleft()
                 leaves, simple, failure = future.result()
-                for index, (stored_seq, _hash, raw, nodes, columns) in enumerate(chunk):
+                for index, (stored_seq, _hash, raw, nodes, stored_columns) in enumerate(chunk):
+                    form = None
                     if failure is not None and index == failure[0]:
                         seq = verifier.expected_seq
                         if stored_seq is not None and stored_seq != seq:
                             raise VerificationFailed(
                                 seq, "seq density (entry missing)", f"seq {seq}", f"seq {stored_seq}"
                             )
-                        raise VerificationFailed(seq, failure[1], failure[2], failure[3])
+                        if not failure[4]:
+                            raise VerificationFailed(seq, failure[1], failure[2], failure[3])
+                        form = (failure[1], failure[2], failure[3])
                     signatures.seq = verifier.expected_seq
-                    verifier.add_checked(raw, leaves[index], bool(simple[index]), stored_seq, nodes, columns)
+                    verifier.add_checked(
+                        raw, leaves[index], bool(simple[index]), stored_seq, nodes, stored_columns, form
+                    )
                     on_entry(verifier.expected_seq)
     except VerificationFailed as exc:
         for _chunk, future in in_flight:

@@ -13,14 +13,14 @@ import re
 from typing import Any
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlmodel import col
 
 from signoff.audit import rules
 from signoff.audit.canonical import digest as json_digest
 from signoff.audit.errors import VerificationFailed
 from signoff.audit.store import Store
-from signoff.audit.tables import CheckpointRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
+from signoff.audit.tables import CheckpointRow, EntryRow, FrontierRow, KeyRow, LogRow, ReviewerRow, ReviewRow
 from signoff.audit.trust import RULES_VERSION
 from signoff.audit.verifier import Verifier, frontier_tuple, review_tuple, row_hash
 
@@ -62,6 +62,45 @@ def data_digest(text: str) -> str:
     return json_digest(value)
 
 
+def expected_sums(v: Verifier) -> tuple[int, int]:
+    """The review and frontier rows' multiset sums the log implies (the verifier's folded sums and the
+    rows it still holds)."""
+    reviews = v.review_sum + sum(row_hash(review_tuple(f)) for f in v.reviews.values())
+    frontiers = v.frontier_sum + sum(row_hash(frontier_tuple(k, f)) for k, f in v.frontiers.items())
+    return reviews, frontiers
+
+
+def found_sums(conn: Any, log: str) -> tuple[int, int]:
+    """The review and frontier rows' multiset sums as stored (read in ``conn``; no verifier needed, so a
+    worker process reads them while the sequential pass runs: :mod:`signoff.audit.verify_sums`)."""
+    query = select(ReviewRow).where(ReviewRow.log == log)  # type: ignore[arg-type]
+    reviews = sum(row_hash(row_tuple(row)) for row in conn.execution_options(yield_per=2000).execute(query))
+    frontiers = sum(
+        row_hash((row.id, row.open_count, row.size, row.resumed_seq))
+        for row in conn.execute(select(FrontierRow).where(col(FrontierRow.log) == log))
+    )
+    return reviews, frontiers
+
+
+def entries_in(conn: Any, log: str) -> int:
+    """How many entries of ``log`` the read transaction ``conn`` sees."""
+    found = conn.execute(select(func.max(EntryRow.seq)).where(col(EntryRow.log) == log)).scalar()
+    return 0 if found is None else int(found) + 1
+
+
+def check_with_sums(store: Store, v: Verifier, size: int, reviews: int, frontiers: int) -> bool:
+    """The projection checked with the sums a worker read in its own snapshot of ``size`` entries. True:
+    they settle it (and the small tables were checked here); False: the snapshot was not of exactly the
+    entries ``v`` checked, or the sums differ, and :func:`check_projection` is to decide and name the row."""
+    if size != v.expected_seq or (reviews, frontiers) != expected_sums(v):
+        return False
+    with store.snapshot() as conn:
+        if entries_in(conn, str(v.log)) != v.expected_seq:  # committed since: the sums are of another state
+            return False
+        _check_others(conn, v)
+    return True
+
+
 class ProjectionMismatch(Exception):
     """The folded projection sums differ; a second, full-memory pass names the row."""
 
@@ -81,8 +120,7 @@ def check_projection(store: Store, v: Verifier) -> None:
 
 
 def _check_rows(conn: Any, v: Verifier) -> None:
-    review_sum = v.review_sum + sum(row_hash(review_tuple(f)) for f in v.reviews.values())
-    frontier_sum = v.frontier_sum + sum(row_hash(frontier_tuple(k, f)) for k, f in v.frontiers.items())
+    review_sum, frontier_sum = expected_sums(v)
     found_reviews = found_frontiers = seen_reviews = seen_frontiers = 0
     query = select(ReviewRow).where(ReviewRow.log == v.log)  # type: ignore[arg-type]
     for row in conn.execution_options(yield_per=2000).execute(query):
@@ -122,6 +160,11 @@ def _check_rows(conn: Any, v: Verifier) -> None:
         raise VerificationFailed(None, "projection", f"{len(v.frontiers)} frontier rows", f"{seen_frontiers}")
     if not v.keep_all and found_frontiers != frontier_sum:
         raise ProjectionMismatch()
+    _check_others(conn, v)
+
+
+def _check_others(conn: Any, v: Verifier) -> None:
+    """Reviewers, keys, the log's row and the stored checkpoints: small tables, compared row by row."""
     people = 0
     for person in conn.execute(select(ReviewerRow).where(col(ReviewerRow.log) == v.log)):
         people += 1

@@ -19,14 +19,24 @@ from signoff.audit.reader import LogReader, parse_entry
 from signoff.audit.sealing import Lookup, value_from_json
 from signoff.audit.verifier import Verifier
 
-_ALL = "SELECT owner, commitment, salt, value FROM signoff_value WHERE log = ? ORDER BY commitment"
+_ALL = "SELECT owner, commitment, salt, value FROM signoff_value WHERE log = :log ORDER BY commitment"
+ValueRow = tuple[str, str, str, Any]
 
 
-def store_rows(store: LogReader) -> list[tuple[str, str, str, Any]]:
-    return [
-        (str(r.owner), str(r.commitment), str(r.salt), value_from_json(r.value))
-        for r in store.read_rows(_ALL, store.log_id)
-    ]
+class store_rows:  # noqa: N801 - used as the function it replaced
+    """A store's value rows, ``(owner, commitment, salt hex, value)``, streamed: each iteration reads them
+    again, in chunks, so checking a million values holds a chunk at a time (issue 24: < 150 MB at 1M)."""
+
+    def __init__(self, store: LogReader) -> None:
+        self.store = store
+
+    def __iter__(self) -> Iterator[ValueRow]:
+        from sqlalchemy import text
+
+        with self.store.read_engine.connect() as conn:
+            found = conn.execution_options(yield_per=2000).execute(text(_ALL), {"log": self.store.log_id})
+            for r in found:
+                yield (str(r.owner), str(r.commitment), str(r.salt), value_from_json(r.value))
 
 
 def file_rows(path: Path) -> list[tuple[str, str, str, Any]]:
@@ -72,9 +82,10 @@ def lookup_from(rows: Iterable[tuple[str, str, str, Any]]) -> Lookup:
     return table.get
 
 
-def check(v: Verifier, rows: list[tuple[str, str, str, Any]], raws: Iterable[bytes]) -> list[str]:
-    """Check the values against what the verifier's ledger holds; return the report's notes. ``raws``:
-    the entries again (only read to name what differs)."""
+def check(v: Verifier, rows: Iterable[ValueRow], raws: Iterable[bytes]) -> list[str]:
+    """Check the values against what the verifier's ledger holds; return the report's notes. ``rows`` is
+    read twice where they differ (a list, or :class:`store_rows`); ``raws``: the entries again (only read
+    to name what differs)."""
     if not v.ring.rules.sealed_values:
         return []
     try:
@@ -92,7 +103,7 @@ def notes(v: Verifier, count: int) -> list[str]:
     return out
 
 
-def _explain(rows: list[tuple[str, str, str, Any]], raws: Iterable[bytes]) -> VerificationFailed:
+def _explain(rows: Iterable[ValueRow], raws: Iterable[bytes]) -> VerificationFailed:
     held: list[tuple[str, str]] = []
     erased: list[tuple[str, str]] = []
     for raw in raws:

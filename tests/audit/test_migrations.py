@@ -76,6 +76,7 @@ def test_a_release_store_opens_migrates_and_verifies(
     with Db(store_url) as db:
         assert db.has_table(VERSION_TABLE)
         assert "ix_signoff_review_decided" in db.indexes("signoff_review")
+        assert "ix_signoff_entry_kind" in db.indexes("signoff_entry")  # revision 0005
     assert _entries(store_url) == entries_before
 
     # ... and then reads it as it was, under its old rules.

@@ -68,6 +68,40 @@ def test_incremental_verification_from_a_kept_checkpoint(
     assert same.ok and same.checked_from == latest.size == store.size() - 1
 
 
+def test_incremental_verification_reads_the_prefix_by_index_not_by_scan(
+    svc: ReviewService, keys: Keys, store: Store, key_path: Any
+) -> None:
+    """O(new), not O(log): the trust entries before the kept checkpoint are read by kind (revision 0005's
+    index) and a review's by subject, page after page; no read of them walks the whole log (SQLite's plans)."""
+    if store.backend != "sqlite":
+        pytest.skip("query plans are read with SQLite's EXPLAIN QUERY PLAN")
+    from sqlalchemy import event
+
+    front = svc.open_frontier([call("p1"), call("p2")], actor=AGENT)
+    svc.approve(front.reviews[0].id, reviewer=ALICE, signer=keys.alice)
+    kept = store.checkpoint(key_path)
+    svc.approve(front.reviews[1].id, reviewer=ALICE, signer=keys.alice)
+    svc.claim_resume(front.id, actor=AGENT)
+    seen: list[tuple[str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        if "FROM signoff_entry" in statement and ("kind = ?" in statement or "subject = ?" in statement):
+            seen.append((statement, parameters))
+
+    event.listen(store.read_engine, "before_cursor_execute", record)
+    try:
+        assert verify_store(store, against=kept, incremental=True).ok
+    finally:
+        event.remove(store.read_engine, "before_cursor_execute", record)
+    assert any("kind = ?" in s for s, _p in seen) and any("subject = ?" in s for s, _p in seen)
+    kinds = [p[1] for s, p in seen if "kind = ?" in s]
+    assert any(kinds.count(k) > 1 for k in kinds)  # a kind read page after page (the next page after a cursor)
+    with store.read_engine.connect() as conn:
+        for statement, parameters in seen:
+            plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters))
+            assert "ix_signoff_entry_kind" in plan or "ix_signoff_entry_subject" in plan, (statement, plan)
+
+
 def test_incremental_verification_still_checks_the_rules_after_the_checkpoint(
     svc: ReviewService, keys: Keys, store: Store, store_url: str, key_path: Any
 ) -> None:

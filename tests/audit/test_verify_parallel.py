@@ -69,7 +69,42 @@ TAMPERS: dict[str, tuple[str, Callable[[Db, int], None]]] = {
         "approve_r1",
         lambda db, seq: db.run(("UPDATE signoff_review SET status = 'rejected' WHERE decided_seq = ?", (seq,))),
     ),
+    # Fields and stored columns, checked by the workers and raised in the pass's order (entry_form).
+    "edited kind column": (
+        "approve_r1",
+        lambda db, seq: db.run(("UPDATE signoff_entry SET kind = 'review.rejected' WHERE seq = ?", (seq,))),
+    ),
+    "re-linked bad timestamp": ("opened_r2", lambda db, seq: relink(db, seq, lambda d: d.update(at="yesterday"))),
+    "re-linked other log id": ("tail_1", lambda db, seq: relink(db, seq, lambda d: d.update(log="log_other"))),
+    "re-linked other log id and version": (
+        "tail_1",
+        lambda db, seq: relink(db, seq, lambda d: d.update(log="log_other", v=2)),
+    ),
+    "re-linked other log id and extra field": (
+        "tail_1",
+        lambda db, seq: relink(db, seq, lambda d: d.update(log="log_other", extra=1)),
+    ),
+    # The order-free sums a worker reads meanwhile (verify_sums): a difference goes the single-core way.
+    "edited frontier row": (
+        "resume_F1",
+        lambda db, seq: db.run(("UPDATE signoff_frontier SET open_count = 3 WHERE resumed_seq = ?", (seq,))),
+    ),
+    "edited value beside the log": (
+        "tail_0",
+        lambda db, _seq: db.run(("UPDATE signoff_value SET value = '\"forged\"' WHERE commitment = ?", (_first(db),))),
+    ),
+    "deleted value beside the log": (
+        "tail_0",
+        lambda db, _seq: db.run(("DELETE FROM signoff_value WHERE commitment = ?", (_first(db),))),
+    ),
 }
+
+
+def _first(db: Db) -> str:
+    """The first value beside the log, by commitment."""
+    rows = db.rows("SELECT commitment FROM signoff_value ORDER BY commitment")
+    assert rows, "the pristine log holds values beside it"
+    return str(rows[0][0])
 
 
 @pytest.fixture
@@ -96,6 +131,68 @@ def test_tampering_is_named_the_same_on_workers(case: Case, name: str) -> None:
     alone, workers = _verdict(case, 1), _verdict(case, 2)
     assert alone[0] is False, f"{name}: the sequential verifier missed it"
     assert workers == alone, f"{name}: workers found {workers[2]}, one process {alone[2]}"
+
+
+@pytest.mark.usefixtures("parallel_always")
+def test_the_sums_read_meanwhile_settle_an_intact_log(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On workers the projection and the values are summed by a worker while the pass runs; for an intact,
+    quiet log those sums decide, and the single-core look (which reads them again) is not taken."""
+    from signoff.audit import verify_projection, verify_values
+
+    taken: list[str] = []
+    real_projection, real_values = verify_projection.check_projection, verify_values.check
+    monkeypatch.setattr(verify_projection, "check_projection", lambda *a: taken.append("p") or real_projection(*a))
+    monkeypatch.setattr(verify_values, "check", lambda *a: taken.append("v") or real_values(*a))
+    report = verify_store(case.store, jobs=2)
+    assert report.ok and taken == [], (report.failure, taken)
+    assert any("value(s) beside the log checked" in note for note in report.notes), report.notes
+    alone = verify_store(case.store, jobs=1)
+    assert alone.notes == report.notes and taken == ["p", "v"]
+
+
+@pytest.mark.usefixtures("parallel_always")
+def test_a_sums_worker_that_fails_leaves_the_verdict_to_the_single_core_way(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import Future
+
+    from signoff.audit import verify_sums
+
+    real_submit = verify_parallel.submit
+
+    def failing(jobs: int, work: Callable[..., object], *args: object) -> Future[object]:
+        if work is not verify_sums.read:
+            return real_submit(jobs, work, *args)
+        failed: Future[object] = Future()
+        failed.set_exception(OSError("the worker could not open the store"))
+        return failed
+
+    monkeypatch.setattr(verify_parallel, "submit", failing)
+    assert _verdict(case, 2) == _verdict(case, 1) and _verdict(case, 2)[0] is True
+    with case.db() as db:
+        TAMPERS["edited projection row"][1](db, case.meta["seq"]["approve_r1"])
+    assert _verdict(case, 2) == _verdict(case, 1) and _verdict(case, 2)[0] is False
+
+
+def test_sums_of_another_state_of_the_store_settle_nothing(case: Case) -> None:
+    """Sums read in a snapshot of more (or fewer) entries than the pass checked, or read before a write
+    that landed since, leave the decision to the single-core look."""
+    from auditkit import AGENT, call
+
+    from signoff.audit import ReviewService, verify_sums
+    from signoff.audit.verify import verify_stream
+    from signoff.audit.verify_projection import check_with_sums
+
+    store = case.store
+    v, _count = verify_stream(store.iter_rows(0, store.size()))
+    sums = verify_sums.read(store.url, store.log_id, store.rules.sealed_values)
+    assert sums.size == v.expected_seq and sums.values == v.ledger.expected
+    assert check_with_sums(store, v, sums.size, sums.reviews, sums.frontiers)
+    assert not check_with_sums(store, v, sums.size + 1, sums.reviews, sums.frontiers)
+    assert not check_with_sums(store, v, sums.size, sums.reviews + 1, sums.frontiers)
+    ReviewService(store).open_frontier([call("late")], actor=AGENT)  # a write lands after the pass
+    assert not check_with_sums(store, v, sums.size, sums.reviews, sums.frontiers)
+    assert verify_store(store, jobs=1).ok
 
 
 @pytest.mark.usefixtures("parallel_always")

@@ -1,7 +1,7 @@
 """Benchmark the audit log against limits measured in the same run, with CHAP side by side.
 
     python tests/benchmarks/audit_bench.py [--entries 1000000] [--signed-entries 200000] [--seconds 1.5]
-                                           [--pg postgresql://...] [--quick]
+                                           [--pg postgresql://...] [--quick] [--only appends|decisions|verify]
 
 Prints one JSON object (progress goes to stderr). Every rate is beside the reference it is judged by,
 measured in the same run on the same machine (these machines are shared and noisy: rates are taken in
@@ -314,6 +314,92 @@ def signoff_decisions(url: str, key: Path, seconds: float, rounds: int) -> dict[
     return found
 
 
+def pg_breakdown(url: str, key: Path, count: int = 300) -> dict[str, Any]:
+    """Where one client's PostgreSQL decision goes (issue 24 §3), over ``count`` decisions in a row.
+
+    Per decision: the wall time; this process's CPU time (Python, SQLAlchemy, psycopg, Ed25519); the
+    statements sent and the wall time spent in them; the commits and the wall time spent in them (each a
+    round trip that also waits for the server's WAL flush). Beside them, on one raw psycopg connection in
+    the same run: one round trip (``SELECT 1``) and one durable commit of a one-row insert. Wall time left
+    after the CPU, the statements and the commits is waiting elsewhere (the pool, the group committer)."""
+    import psycopg
+
+    store, service, _admin, person = new_store(url, key)
+    one = decision_maker(service, person, "pgb")
+    one(0)  # warm: connections, caches
+    spent = {"statements": 0, "statement_s": 0.0, "commits": 0, "commit_s": 0.0}
+
+    # Every statement, whether through SQLAlchemy or a raw DB-API cursor (the store's hot path uses both).
+    plain_execute, plain_many = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+        begin = time.perf_counter()
+        try:
+            return plain_execute(self, *args, **kwargs)
+        finally:
+            spent["statements"] += 1
+            spent["statement_s"] += time.perf_counter() - begin
+
+    def executemany(self: Any, *args: Any, **kwargs: Any) -> Any:
+        begin = time.perf_counter()
+        try:
+            return plain_many(self, *args, **kwargs)
+        finally:
+            spent["statements"] += 1
+            spent["statement_s"] += time.perf_counter() - begin
+
+    dialect = store.write_engine.dialect
+    original_commit = dialect.do_commit
+
+    def timed_commit(dbapi_connection: Any) -> None:
+        begin = time.perf_counter()
+        original_commit(dbapi_connection)
+        spent["commits"] += 1
+        spent["commit_s"] += time.perf_counter() - begin
+
+    psycopg.Cursor.execute, psycopg.Cursor.executemany = execute, executemany  # type: ignore[method-assign]
+    dialect.do_commit = timed_commit  # type: ignore[method-assign]
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    try:
+        for n in range(1, count + 1):
+            one(n)
+    finally:
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        dialect.do_commit = original_commit  # type: ignore[method-assign]
+        psycopg.Cursor.execute, psycopg.Cursor.executemany = plain_execute, plain_many  # type: ignore[method-assign]
+        store.close()
+    base = url.partition("?options=")[0]
+    with psycopg.connect(base) as conn:
+        start = time.perf_counter()
+        for _ in range(500):
+            conn.execute("SELECT 1").fetchall()
+        round_trip = (time.perf_counter() - start) / 500
+        conn.execute("CREATE TABLE IF NOT EXISTS public.bench_commit (x int)")
+        conn.commit()
+        start = time.perf_counter()
+        for i in range(200):
+            conn.execute("INSERT INTO public.bench_commit VALUES (%s)", (i,))
+            conn.commit()
+        commit = (time.perf_counter() - start) / 200
+        conn.execute("DROP TABLE public.bench_commit")
+        conn.commit()
+    ms = 1000 / count
+    trips = (spent["statements"] + spent["commits"]) / count
+    return {
+        "decisions": count,
+        "wall_ms_per_decision": round(wall * ms, 2),
+        "cpu_ms_per_decision": round(cpu * ms, 2),
+        "statements_per_decision": round(spent["statements"] / count, 1),
+        "in_statements_ms_per_decision": round(spent["statement_s"] * ms, 2),
+        "commits_per_decision": round(spent["commits"] / count, 1),
+        "in_commits_ms_per_decision": round(spent["commit_s"] * ms, 2),
+        "one_round_trip_ms": round(round_trip * 1000, 3),
+        "one_durable_commit_ms": round(commit * 1000, 3),
+        "its_round_trips_at_that_latency_ms": round(trips * round_trip * 1000, 2),
+        "note": "statement and commit times are wall time, the CPU psycopg spends on them included",
+    }
+
+
 def cpu_ceiling(seconds: float, rounds: int) -> dict[str, Any] | str:
     """The same decisions on a store in tmpfs (``/dev/shm``), where a commit's fsync waits for no disk:
     what the Python and SQLite work of a decision allows in this process, however commits are grouped."""
@@ -481,14 +567,16 @@ def build_log(path: Path, entries: int, *, signed: bool) -> Path:
 
     The log is made and the reviewer enrolled through the service (so the trust entries are real); the
     review lifecycles after them (opened, approved/rejected, resumed, executed) are built with the
-    store's own entry code and written in bulk. ``signed``: the log requires signed decisions and every
+    store's own entry code and written in bulk, each call sealed with its values beside the log (the
+    default of a log made today). ``signed``: the log requires signed decisions and every
     decision carries the reviewer's Ed25519 signature; otherwise decisions are unsigned (the reviewer
     has no key), as in a log made with ``signed_decisions=False``.
     """
     from sqlalchemy import insert
 
     from signoff.audit.review_types import Policy
-    from signoff.audit.tables import EntryRow, FrontierRow, ReviewRow
+    from signoff.audit.sealing import seal_call, value_json
+    from signoff.audit.tables import EntryRow, FrontierRow, ReviewRow, ValueRow
 
     url = f"sqlite:///{path}"
     key = path.with_suffix(".pem")
@@ -509,6 +597,7 @@ def build_log(path: Path, entries: int, *, signed: bool) -> Path:
     rows: list[dict[str, object]] = []
     reviews: list[dict[str, object]] = []
     fronts: list[dict[str, object]] = []
+    kept: list[dict[str, object]] = []
     policy = Policy().to_json() if hasattr(Policy(), "to_json") else {"role": None, "deadline_seconds": None}
 
     def add(actor: str, kind: str, body: dict[str, Any]) -> int:
@@ -529,7 +618,7 @@ def build_log(path: Path, entries: int, *, signed: bool) -> Path:
 
     def flush() -> None:
         with store.write_engine.begin() as conn:
-            for table, batch in ((EntryRow, rows), (ReviewRow, reviews), (FrontierRow, fronts)):
+            for table, batch in ((EntryRow, rows), (ReviewRow, reviews), (FrontierRow, fronts), (ValueRow, kept)):
                 if batch:
                     conn.execute(insert(table), batch)
                     batch.clear()
@@ -543,6 +632,12 @@ def build_log(path: Path, entries: int, *, signed: bool) -> Path:
             app="bank", user="u1", session=f"s{n}", invocation=f"e-{n}", confirmation_id=f"c{n}", call_id=f"k{n}",
             tool="transfer", args=args, hint="Transfer?", agent="teller", context={"user": "pay rent"},
         ).to_json()  # fmt: skip
+        call, values = seal_call(call, None)  # as a log made today holds it (SPEC.md "Values beside the log")
+        kept += [
+            {"log": log, "commitment": v.commitment, "owner": rid, "salt": v.salt.hex(), "value": value_json(v.value)}
+            for v in values
+        ]
+        args = call["args"]
         body = {"review": rid, "frontier": fid, "call": call, "policy": policy, "deadline": None}
         opened = add("agent:teller", "review.opened", body)
         if n % 10 == 0:
@@ -675,12 +770,13 @@ def sha256_rate(blobs: list[bytes]) -> float:
 
 
 def worker_cost_us(blobs: list[bytes]) -> float:
-    """µs per entry of what the workers do for every entry, one core: the leaf hash and the RFC 8785
-    check (:func:`signoff.audit.verify_parallel.check_chunk` itself, with no stored hash to compare)."""
+    """µs per entry of what the workers do for every entry, one core: the leaf hash, the RFC 8785 check and
+    the entry's form (:func:`signoff.audit.verify_parallel.check_chunk` itself, with no stored hash or
+    columns to compare)."""
     from signoff.audit.verify_parallel import check_chunk
 
     start = time.perf_counter()
-    check_chunk(blobs, [None] * len(blobs))
+    check_chunk(blobs, [None] * len(blobs), [None] * len(blobs))
     return (time.perf_counter() - start) / len(blobs) * 1e6
 
 
@@ -802,6 +898,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pg", default=PG_DEFAULT, help="PostgreSQL for the same decision figures ('' to skip)")
     parser.add_argument("--quick", action="store_true", help="small logs and short rounds (a smoke run)")
+    parser.add_argument(
+        "--only", action="append", choices=["appends", "decisions", "verify"], help="run only these parts (repeat)"
+    )
     parser.add_argument("--verify-child", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--chap-verify-child", help=argparse.SUPPRESS)
@@ -820,6 +919,8 @@ def main() -> None:
         args.entries, args.signed_entries, args.chap_entries = 60_000, 30_000, 20_000
         args.seconds, args.rounds = 0.5, 1
     cores = len(os.sched_getaffinity(0))
+    parts = set(args.only or ["appends", "decisions", "verify"])
+    s = args.seconds
     no_chap = chap_available()
     result: dict[str, Any] = {
         "cores": cores,
@@ -828,196 +929,209 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR", str(ROOT))) as tmp:
         base = Path(tmp)
-        say("appends ...")
-        store, _service, admin, _person = new_store(f"sqlite:///{base / 'store.db'}", base / "key.pem")
-        public_key = Signer.generate().public
-        serial = iter(range(10**9))
+        if "appends" in parts:
+            say("appends ...")
+            store, _service, admin, _person = new_store(f"sqlite:///{base / 'store.db'}", base / "key.pem")
+            public_key = Signer.generate().public
+            serial = iter(range(10**9))
 
-        def draft() -> tuple[str, str, dict[str, object]]:
-            return (
-                "service:bench",
-                "key.enrolled",
-                {"actor": f"agent:a{next(serial)}", "key": public_key, "alg": "Ed25519"},
+            def draft() -> tuple[str, str, dict[str, object]]:
+                return (
+                    "service:bench",
+                    "key.enrolled",
+                    {"actor": f"agent:a{next(serial)}", "key": public_key, "alg": "Ed25519"},
+                )
+
+            def admin_draft() -> tuple[str, str, dict[str, Any], dict[str, str]]:
+                body = {"actor": f"agent:a{next(serial)}", "key": Signer.generate().public, "alg": "Ed25519"}
+                return (
+                    ADMIN,
+                    "key.enrolled",
+                    body,
+                    admin.sign(trust_statement(store.rules, "key.enrolled", ADMIN, body)),
+                )
+
+            # The append machinery every operation runs on (Tx.append: canonical bytes, hash, prev link, Merkle
+            # nodes, compare-and-swap on the head, durable commit), without any kind's rules; then the public
+            # Store.append, which also checks a key enrolment's rules and the admin's signature.
+            def single() -> int:
+                store.transact(lambda tx: tx.append(*draft()))
+                return 1
+
+            def batched() -> int:
+                def work(tx: Tx) -> None:
+                    for _ in range(BATCH):
+                        tx.append(*draft())
+
+                store.transact(work)
+                return BATCH
+
+            for _ in range(20):  # a few entries to copy the row shape from
+                single()
+            store_path = base / "store.db"
+            raw1, floor1 = raw_sqlite(base / "raw1.db", 1), schema_floor(store_path, base / "floor1.db", 1)
+            raw2, floor2 = raw_sqlite(base / "raw2.db", BATCH), schema_floor(store_path, base / "floor2.db", BATCH)
+            appends = interleaved(
+                {
+                    "raw": lambda: rate(raw1, s),
+                    "floor": lambda: rate(floor1, s),
+                    "signoff": lambda: rate(single, s),
+                    "public": lambda: rate(lambda: (store.append(*admin_draft()), 1)[1], s),
+                    "raw_batched": lambda: rate(raw2, s),
+                    "floor_batched": lambda: rate(floor2, s),
+                    "signoff_batched": lambda: rate(batched, s),
+                    "public_batched": lambda: rate(
+                        lambda: (store.append_many([admin_draft() for _ in range(BATCH)]), BATCH)[1], s
+                    ),
+                },
+                args.rounds,
             )
-
-        def admin_draft() -> tuple[str, str, dict[str, Any], dict[str, str]]:
-            body = {"actor": f"agent:a{next(serial)}", "key": Signer.generate().public, "alg": "Ed25519"}
-            return (ADMIN, "key.enrolled", body, admin.sign(trust_statement(store.rules, "key.enrolled", ADMIN, body)))
-
-        # The append machinery every operation runs on (Tx.append: canonical bytes, hash, prev link, Merkle
-        # nodes, compare-and-swap on the head, durable commit), without any kind's rules; then the public
-        # Store.append, which also checks a key enrolment's rules and the admin's signature.
-        def single() -> int:
-            store.transact(lambda tx: tx.append(*draft()))
-            return 1
-
-        def batched() -> int:
-            def work(tx: Tx) -> None:
-                for _ in range(BATCH):
-                    tx.append(*draft())
-
-            store.transact(work)
-            return BATCH
-
-        for _ in range(20):  # a few entries to copy the row shape from
-            single()
-        store_path = base / "store.db"
-        s = args.seconds
-        raw1, floor1 = raw_sqlite(base / "raw1.db", 1), schema_floor(store_path, base / "floor1.db", 1)
-        raw2, floor2 = raw_sqlite(base / "raw2.db", BATCH), schema_floor(store_path, base / "floor2.db", BATCH)
-        appends = interleaved(
-            {
-                "raw": lambda: rate(raw1, s),
-                "floor": lambda: rate(floor1, s),
-                "signoff": lambda: rate(single, s),
-                "public": lambda: rate(lambda: (store.append(*admin_draft()), 1)[1], s),
-                "raw_batched": lambda: rate(raw2, s),
-                "floor_batched": lambda: rate(floor2, s),
-                "signoff_batched": lambda: rate(batched, s),
-                "public_batched": lambda: rate(
-                    lambda: (store.append_many([admin_draft() for _ in range(BATCH)]), BATCH)[1], s
-                ),
-            },
-            args.rounds,
-        )
-        store.close()
-        result["appends"] = {
-            "single_per_s": round(appends["signoff"]),
-            "raw_sqlite_durable_commits_per_s": round(appends["raw"]),
-            "same_schema_single_rows_per_s": round(appends["floor"]),
-            "public_key_enrolments_per_s": round(appends["public"]),
-            "batch_size": BATCH,
-            "batched_per_s": round(appends["signoff_batched"]),
-            "raw_sqlite_batched_rows_per_s": round(appends["raw_batched"]),
-            "same_schema_batched_rows_per_s": round(appends["floor_batched"]),
-            "batched_vs_same_schema_floor": round(appends["signoff_batched"] / appends["floor_batched"], 3),
-            "public_batched_key_enrolments_per_s": round(appends["public_batched"]),
-        }
-
-        say("decisions ...")
-        sqlite_dec = signoff_decisions(f"sqlite:///{base / 'decisions.db'}", base / "dkey.pem", s * 2, args.rounds)
-        floor_src = base / "decisions.db"
-        floor_1 = decision_floor(floor_src, base / "dfloor1.db", 1)
-        floor_16 = decision_floor(floor_src, base / "dfloor16.db", CLIENTS)
-        floors = interleaved({"1": lambda: rate(floor_1, s), "16": lambda: rate(floor_16, s)}, args.rounds)
-        ceiling = cpu_ceiling(s * 2, args.rounds)
-        crypto = ed25519_costs()
-        decisions: dict[str, Any] = {
-            "sqlite": {
-                "clients_1_per_s": round(sqlite_dec["1"]),
-                f"clients_{CLIENTS}_per_s": round(sqlite_dec[str(CLIENTS)]),
-                f"mean_group_commit_batch_{CLIENTS}_clients": round(sqlite_dec["mean_batch"], 1),
-                "same_schema_decision_floor_1_client_per_s": round(floors["1"]),
-                f"same_schema_decision_floor_{CLIENTS}_per_commit_per_s": round(floors["16"]),
-                "no_disk_wait_ceiling": ceiling,
-            },
-            "ed25519": crypto,
-        }
-        if no_chap is None:
-            chap = chap_decisions(base, s * 2, args.rounds)
-            decisions["chap_sqlite"] = {
-                "clients_1_per_s": round(chap["1"]),
-                f"clients_{CLIENTS}_per_s": round(chap[str(CLIENTS)]),
-                "clients_1_review_request_and_approve_only_per_s": round(chap["1_two_calls"]),
+            store.close()
+            result["appends"] = {
+                "single_per_s": round(appends["signoff"]),
+                "raw_sqlite_durable_commits_per_s": round(appends["raw"]),
+                "same_schema_single_rows_per_s": round(appends["floor"]),
+                "public_key_enrolments_per_s": round(appends["public"]),
+                "batch_size": BATCH,
+                "batched_per_s": round(appends["signoff_batched"]),
+                "raw_sqlite_batched_rows_per_s": round(appends["raw_batched"]),
+                "same_schema_batched_rows_per_s": round(appends["floor_batched"]),
+                "batched_vs_same_schema_floor": round(appends["signoff_batched"] / appends["floor_batched"], 3),
+                "public_batched_key_enrolments_per_s": round(appends["public_batched"]),
             }
-            decisions["ratio_clients_1"] = round(sqlite_dec["1"] / chap["1"], 2)
-            decisions[f"ratio_clients_{CLIENTS}"] = round(sqlite_dec[str(CLIENTS)] / chap[str(CLIENTS)], 2)
-            decisions["ratio_clients_1_vs_chap_two_calls"] = round(sqlite_dec["1"] / chap["1_two_calls"], 2)
-        else:
-            decisions["chap_sqlite"] = no_chap
-        schemas = pg_schema(args.pg) if args.pg else None
-        if schemas is not None:
-            url = next(schemas)
-            try:
-                pg = signoff_decisions(url, base / "pgkey.pem", s * 2, args.rounds)
-            finally:
-                schemas.close()
-            decisions["postgresql"] = {
-                "clients_1_per_s": round(pg["1"]),
-                f"clients_{CLIENTS}_per_s": round(pg[str(CLIENTS)]),
-                f"mean_group_commit_batch_{CLIENTS}_clients": round(pg["mean_batch"], 1),
-            }
-        decisions["targets"] = {f"ratio_clients_{CLIENTS}": ">= 10", "ratio_clients_1": ">= 3"}
-        result["decisions"] = decisions
 
-        say(f"verify: building a {args.entries:,}-entry log ...")
-        verify: dict[str, Any] = {}
-        big = build_log(base / "big.db", args.entries, signed=False)
-        say("verify: one core, all cores ...")
-        one = run_child("--verify-child", str(big), "--jobs", "1")
-        every = run_child("--verify-child", str(big), "--jobs", str(cores))
-        bare = run_child("--sequential-floor-child", str(big))
-        blobs = entry_blobs(big, 200_000)
-        floor_per_s = bare["entries"] / bare["seconds"]
-        verify["unsigned"] = {
-            "entries": every["size"],
-            "ok": one["ok"] and every["ok"],
-            "failure": one["failure"] or every["failure"],
-            "entries_per_s_all_cores": round(every["size"] / every["seconds"]),
-            "entries_per_s_one_core": round(one["size"] / one["seconds"]),
-            "peak_rss_mb": every["peak_rss_mb"],
-            "worker_peak_rss_mb": every["worker_peak_rss_mb"],
-            "one_core_peak_rss_mb": one["peak_rss_mb"],
-            "raw_sha256_entries_per_s_one_core": round(sha256_rate(blobs)),
-            "sequential_floor_entries_per_s": round(floor_per_s),
-            "sequential_floor_us_per_entry": round(1e6 / floor_per_s, 1),
-            "sequential_pass_budget_at_100k_us_per_entry": round(10.0 - 1e6 / floor_per_s, 1),
-            "worker_checks_us_per_entry": round(worker_cost_us(blobs), 1),
-        }
-        # At 100k entries/s every core may spend 10 µs per entry; what is left after the bare sequential
-        # pass and the workers' hashing and RFC 8785 check is all the rule checking may cost.
-        verify["unsigned"]["cpu_left_for_rules_at_100k_us_per_entry"] = round(
-            cores * 10.0
-            - verify["unsigned"]["sequential_floor_us_per_entry"]
-            - verify["unsigned"]["worker_checks_us_per_entry"],
-            1,
-        )
-        del blobs
-        big.unlink()
-        say(f"verify: a {args.signed_entries:,}-entry log with signed decisions ...")
-        signed = build_log(base / "signed.db", args.signed_entries, signed=True)
-        signed_every = run_child("--verify-child", str(signed), "--jobs", str(cores))
-        signed_one = run_child("--verify-child", str(signed), "--jobs", "1")
-        floor_count, floor_rate = signed_floor(signed, cores)
-        verify["signed"] = {
-            "entries": signed_every["size"],
-            "ok": signed_every["ok"] and signed_one["ok"],
-            "failure": signed_every["failure"] or signed_one["failure"],
-            "entries_per_s_all_cores": round(signed_every["size"] / signed_every["seconds"]),
-            "entries_per_s_one_core": round(signed_one["size"] / signed_one["seconds"]),
-            "floor_entries_per_s_all_cores": round(floor_rate),
-            "vs_floor": round(signed_every["size"] / signed_every["seconds"] / floor_rate, 3),
-            "peak_rss_mb": signed_every["peak_rss_mb"],
-        }
-        if no_chap is None:
-            say(f"verify: CHAP, a {args.chap_entries:,}-entry chain ...")
-            chap_path = base / "chap-verify.db"
-            build_chap_log(chap_path, args.chap_entries)
-            in_process = run_child("--chap-verify-child", str(chap_path))
-            count, bare = chap_bare_links(chap_path)
-            verify["chap"] = {
-                "entries": count,
-                "verify_chain_ok": in_process["ok"],
-                "verify_chain_entries_per_s": round(in_process["entries"] / in_process["verify_chain_seconds"]),
-                "verify_chain_with_load_entries_per_s": round(
-                    in_process["entries"] / (in_process["verify_chain_seconds"] + in_process["load_seconds"])
-                ),
-                "bare_link_reader_entries_per_s": round(bare),
+        if "decisions" in parts:
+            say("decisions ...")
+            sqlite_dec = signoff_decisions(f"sqlite:///{base / 'decisions.db'}", base / "dkey.pem", s * 2, args.rounds)
+            floor_src = base / "decisions.db"
+            floor_1 = decision_floor(floor_src, base / "dfloor1.db", 1)
+            floor_16 = decision_floor(floor_src, base / "dfloor16.db", CLIENTS)
+            floors = interleaved({"1": lambda: rate(floor_1, s), "16": lambda: rate(floor_16, s)}, args.rounds)
+            ceiling = cpu_ceiling(s * 2, args.rounds)
+            crypto = ed25519_costs()
+            decisions: dict[str, Any] = {
+                "sqlite": {
+                    "clients_1_per_s": round(sqlite_dec["1"]),
+                    f"clients_{CLIENTS}_per_s": round(sqlite_dec[str(CLIENTS)]),
+                    f"mean_group_commit_batch_{CLIENTS}_clients": round(sqlite_dec["mean_batch"], 1),
+                    "same_schema_decision_floor_1_client_per_s": round(floors["1"]),
+                    f"same_schema_decision_floor_{CLIENTS}_per_commit_per_s": round(floors["16"]),
+                    "no_disk_wait_ceiling": ceiling,
+                },
+                "ed25519": crypto,
             }
-            verify["ratio_vs_chap_verify_chain"] = round(
-                verify["unsigned"]["entries_per_s_all_cores"] / verify["chap"]["verify_chain_entries_per_s"], 2
+            if no_chap is None:
+                chap = chap_decisions(base, s * 2, args.rounds)
+                decisions["chap_sqlite"] = {
+                    "clients_1_per_s": round(chap["1"]),
+                    f"clients_{CLIENTS}_per_s": round(chap[str(CLIENTS)]),
+                    "clients_1_review_request_and_approve_only_per_s": round(chap["1_two_calls"]),
+                }
+                decisions["ratio_clients_1"] = round(sqlite_dec["1"] / chap["1"], 2)
+                decisions[f"ratio_clients_{CLIENTS}"] = round(sqlite_dec[str(CLIENTS)] / chap[str(CLIENTS)], 2)
+                decisions["ratio_clients_1_vs_chap_two_calls"] = round(sqlite_dec["1"] / chap["1_two_calls"], 2)
+            else:
+                decisions["chap_sqlite"] = no_chap
+            schemas = pg_schema(args.pg) if args.pg else None
+            if schemas is not None:
+                url = next(schemas)
+                try:
+                    pg = signoff_decisions(url, base / "pgkey.pem", s * 2, args.rounds)
+                finally:
+                    schemas.close()
+                decisions["postgresql"] = {
+                    "clients_1_per_s": round(pg["1"]),
+                    f"clients_{CLIENTS}_per_s": round(pg[str(CLIENTS)]),
+                    f"mean_group_commit_batch_{CLIENTS}_clients": round(pg["mean_batch"], 1),
+                }
+                breakdown = pg_schema(args.pg)
+                if breakdown is not None:
+                    try:
+                        decisions["postgresql"]["one_client_breakdown"] = pg_breakdown(next(breakdown), base / "b.pem")
+                    finally:
+                        breakdown.close()
+            decisions["targets"] = {f"ratio_clients_{CLIENTS}": ">= 10", "ratio_clients_1": ">= 3"}
+            result["decisions"] = decisions
+
+        if "verify" in parts:
+            say(f"verify: building a {args.entries:,}-entry log ...")
+            verify: dict[str, Any] = {}
+            big = build_log(base / "big.db", args.entries, signed=False)
+            say("verify: one core, all cores ...")
+            one = run_child("--verify-child", str(big), "--jobs", "1")
+            every = run_child("--verify-child", str(big), "--jobs", str(cores))
+            bare = run_child("--sequential-floor-child", str(big))
+            blobs = entry_blobs(big, 200_000)
+            floor_per_s = bare["entries"] / bare["seconds"]
+            verify["unsigned"] = {
+                "entries": every["size"],
+                "ok": one["ok"] and every["ok"],
+                "failure": one["failure"] or every["failure"],
+                "entries_per_s_all_cores": round(every["size"] / every["seconds"]),
+                "entries_per_s_one_core": round(one["size"] / one["seconds"]),
+                "peak_rss_mb": every["peak_rss_mb"],
+                "worker_peak_rss_mb": every["worker_peak_rss_mb"],
+                "one_core_peak_rss_mb": one["peak_rss_mb"],
+                "raw_sha256_entries_per_s_one_core": round(sha256_rate(blobs)),
+                "sequential_floor_entries_per_s": round(floor_per_s),
+                "sequential_floor_us_per_entry": round(1e6 / floor_per_s, 1),
+                "sequential_pass_budget_at_100k_us_per_entry": round(10.0 - 1e6 / floor_per_s, 1),
+                "worker_checks_us_per_entry": round(worker_cost_us(blobs), 1),
+            }
+            # At 100k entries/s every core may spend 10 µs per entry; what is left after the bare sequential
+            # pass and the workers' hashing and RFC 8785 check is all the rule checking may cost.
+            verify["unsigned"]["cpu_left_for_rules_at_100k_us_per_entry"] = round(
+                cores * 10.0
+                - verify["unsigned"]["sequential_floor_us_per_entry"]
+                - verify["unsigned"]["worker_checks_us_per_entry"],
+                1,
             )
-            verify["ratio_vs_chap_bare_reader"] = round(
-                verify["unsigned"]["entries_per_s_all_cores"] / verify["chap"]["bare_link_reader_entries_per_s"], 2
-            )
-        else:
-            verify["chap"] = no_chap
-        verify["targets"] = {
-            "unsigned_entries_per_s_all_cores": ">= 100000",
-            "signed_vs_floor": ">= 0.5",
-            "peak_rss_mb": "< 150",
-        }
-        result["verify"] = verify
+            del blobs
+            big.unlink()
+            say(f"verify: a {args.signed_entries:,}-entry log with signed decisions ...")
+            signed = build_log(base / "signed.db", args.signed_entries, signed=True)
+            signed_every = run_child("--verify-child", str(signed), "--jobs", str(cores))
+            signed_one = run_child("--verify-child", str(signed), "--jobs", "1")
+            floor_count, floor_rate = signed_floor(signed, cores)
+            verify["signed"] = {
+                "entries": signed_every["size"],
+                "ok": signed_every["ok"] and signed_one["ok"],
+                "failure": signed_every["failure"] or signed_one["failure"],
+                "entries_per_s_all_cores": round(signed_every["size"] / signed_every["seconds"]),
+                "entries_per_s_one_core": round(signed_one["size"] / signed_one["seconds"]),
+                "floor_entries_per_s_all_cores": round(floor_rate),
+                "vs_floor": round(signed_every["size"] / signed_every["seconds"] / floor_rate, 3),
+                "peak_rss_mb": signed_every["peak_rss_mb"],
+            }
+            if no_chap is None:
+                say(f"verify: CHAP, a {args.chap_entries:,}-entry chain ...")
+                chap_path = base / "chap-verify.db"
+                build_chap_log(chap_path, args.chap_entries)
+                in_process = run_child("--chap-verify-child", str(chap_path))
+                count, bare = chap_bare_links(chap_path)
+                verify["chap"] = {
+                    "entries": count,
+                    "verify_chain_ok": in_process["ok"],
+                    "verify_chain_entries_per_s": round(in_process["entries"] / in_process["verify_chain_seconds"]),
+                    "verify_chain_with_load_entries_per_s": round(
+                        in_process["entries"] / (in_process["verify_chain_seconds"] + in_process["load_seconds"])
+                    ),
+                    "bare_link_reader_entries_per_s": round(bare),
+                }
+                verify["ratio_vs_chap_verify_chain"] = round(
+                    verify["unsigned"]["entries_per_s_all_cores"] / verify["chap"]["verify_chain_entries_per_s"], 2
+                )
+                verify["ratio_vs_chap_bare_reader"] = round(
+                    verify["unsigned"]["entries_per_s_all_cores"] / verify["chap"]["bare_link_reader_entries_per_s"], 2
+                )
+            else:
+                verify["chap"] = no_chap
+            verify["targets"] = {
+                "unsigned_entries_per_s_all_cores": ">= 100000",
+                "signed_vs_floor": ">= 0.5",
+                "peak_rss_mb": "< 150",
+            }
+            result["verify"] = verify
     print(json.dumps(result, indent=2))
 
 
