@@ -33,8 +33,10 @@ from auditkit import (  # noqa: E402
     pg_schema,
     sqlite_path,
 )
+from c2spkit import Witnesses  # noqa: E402
 
 from signoff.audit import ReviewService, Store, open_store  # noqa: E402
+from signoff.audit.c2sp import log_vkey  # noqa: E402
 from signoff.audit.keys import Signer  # noqa: E402
 from signoff.audit.store import default_admin_key  # noqa: E402
 
@@ -152,5 +154,14 @@ def case(store_url: str, pristines: _Pristines, tmp_path: Path) -> Iterator[Case
     shutil.copy(key, local_key)
     shutil.copy(default_admin_key(key), default_admin_key(local_key))
     found = Case(store_url, local_key, meta, tmp_path)
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def witnesses(store: Store, tmp_path: Path) -> Iterator[Witnesses]:
+    """Local witnesses of ``store``'s log (test_witnessing, test_tlog_store, test_evidence)."""
+    (tmp_path / "witnesses").mkdir()
+    found = Witnesses(tmp_path / "witnesses", log_vkey(store.rules.origin, store.public_key))
     yield found
     found.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -32,14 +31,6 @@ ERIN = "human:erin@example.org"
 
 def _day(clock: FakeClock) -> str:
     return clock.peek().date().isoformat()
-
-
-@pytest.fixture
-def witnesses(store: Store, tmp_path: Path) -> Iterator[Witnesses]:
-    (tmp_path / "witnesses").mkdir()
-    found = Witnesses(tmp_path / "witnesses", log_vkey(store.rules.origin, store.public_key))
-    yield found
-    found.close()
 
 
 @pytest.fixture

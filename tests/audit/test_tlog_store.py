@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,6 @@ from signoff.audit.publisher import Publisher
 from signoff.audit.tlog_cosignature import Cosigner
 from signoff.audit.tlog_tiles import tiles_for_size
 from signoff.audit.verify import verify_tiles
-
-
-@pytest.fixture
-def witnesses(store: Store, tmp_path: Path) -> Iterator[Witnesses]:
-    (tmp_path / "witnesses").mkdir()
-    found = Witnesses(tmp_path / "witnesses", log_vkey(store.rules.origin, store.public_key))
-    yield found
-    found.close()
 
 
 def _decided_log(store: Store, keys: Keys, reviews: int) -> list[str]:
@@ -92,9 +83,7 @@ def test_tiles_are_written_incrementally_served_over_http_and_verified_without_t
     assert not short.ok and "cosignatures by 2" in str(short.failure)
 
 
-def test_a_mirror_of_another_log_under_the_same_vkey_name_is_refused(
-    store: Store, keys: Keys, tmp_path: Path
-) -> None:
+def test_a_mirror_of_another_log_under_the_same_vkey_name_is_refused(store: Store, keys: Keys, tmp_path: Path) -> None:
     _decided_log(store, keys, 2)
     store.checkpoint(keys.log)
     out = tmp_path / "tiles"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,14 +26,6 @@ from signoff.audit.publisher import Publisher
 from signoff.audit.signed_note import parse_note
 from signoff.audit.tlog_cosignature import Cosigner
 from signoff.audit.verify import verify_store
-
-
-@pytest.fixture
-def witnesses(store: Store, tmp_path: Path) -> Iterator[Witnesses]:
-    (tmp_path / "witnesses").mkdir()
-    found = Witnesses(tmp_path / "witnesses", log_vkey(store.rules.origin, store.public_key))
-    yield found
-    found.close()
 
 
 def _enroll(store: Store, keys: Keys, witnesses: Witnesses, quorum: int = 2) -> None:
@@ -70,9 +61,7 @@ def test_the_origin_names_the_log_in_its_checkpoints_and_vkey(store_url: str, tm
         open_store(f"sqlite:///{tmp_path / 'bad2.db'}").init_log(tmp_path / "c.key", origin="x.org/a+b")
 
 
-def test_witnesses_are_named_by_an_admin_only_and_checked(
-    store: Store, keys: Keys, witnesses: Witnesses
-) -> None:
+def test_witnesses_are_named_by_an_admin_only_and_checked(store: Store, keys: Keys, witnesses: Witnesses) -> None:
     url, vkey = witnesses.procs[NAMES[0]].url, witnesses.vkey(NAMES[0])
     service = ReviewService(store)
     service.enroll_reviewer(ALICE, roles=["teller"], tools=["*"], key=keys.alice.public, admin=keys.admin)
@@ -152,9 +141,7 @@ def test_a_cosignature_deleted_or_forged_behind_the_logs_back_is_named(
     assert found is not None and "its note" in found.rule
 
 
-def test_a_witness_that_is_down_delays_only_its_own_cosignature(
-    store: Store, keys: Keys, witnesses: Witnesses
-) -> None:
+def test_a_witness_that_is_down_delays_only_its_own_cosignature(store: Store, keys: Keys, witnesses: Witnesses) -> None:
     _enroll(store, keys, witnesses)
     clock = [0.0]
     publisher = Publisher(store, keys.log, timeout=1.0, clock=lambda: clock[0])
