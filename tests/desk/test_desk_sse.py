@@ -20,6 +20,7 @@ import pytest
 from signoff.audit import CallSpec, Policy, ReviewService, Signer, open_store
 from signoff.audit.keys import read_private_key
 from signoff.audit.store import default_admin_key
+from signoff.desk import sse as sse_module
 from signoff.desk.sse import Broker, event_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,15 +115,47 @@ async def test_broker_sleeps_without_browsers_and_resumes_from_the_subscription(
             hello = await asyncio.wait_for(stream.__anext__(), 5)
             assert json.loads(hello.split("data: ", 1)[1]) == {"size": store.size()}
             opened = await asyncio.to_thread(svc.open_frontier, [_spec(10 + round_)], actor="agent:mailer")
-            frames = []
-            while not any('"type": "log"' in f for f in frames):
-                frames.append(await asyncio.wait_for(stream.__anext__(), 5))
+            frames: list[str] = []
+            while not any('"type": "log"' in f for f in frames):  # a chunk holds a burst's frames
+                chunk = await asyncio.wait_for(stream.__anext__(), 5)
+                frames += [f for f in chunk.split("\n\n") if f.strip()]
             events = [json.loads(f.split("data: ", 1)[1]) for f in frames]
             # Only what happened after the browser connected, none of the idle spell's entries.
             assert [e["review"] for e in events if e["type"] == "opened"] == [opened.reviews[0].id]
             await stream.aclose()
             for n in range(2):
                 await asyncio.to_thread(svc.open_frontier, [_spec(20 + 2 * round_ + n)], actor="agent:mailer")
+    finally:
+        broker.stop()
+        store.close()
+
+
+async def test_a_burst_reaches_each_browser_as_one_chunk_of_frames_formatted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three calls paused at once are one burst: each browser gets their frames and the log's new size in
+    one chunk (one socket write), and the browsers share each frame's text, formatted once."""
+    store = open_store(f"sqlite:///{tmp_path / 'signoff.db'}")
+    store.init_log(tmp_path / "log.key")
+    svc = ReviewService(store)
+    broker = Broker(store, svc)
+    broker.start()
+    try:
+        streams = [broker.stream(heartbeat=5) for _ in range(3)]
+        for stream in streams:
+            await asyncio.wait_for(stream.__anext__(), 5)  # hello
+        formatted: list[str] = []
+        plain = sse_module.frame
+        monkeypatch.setattr(sse_module, "frame", lambda name, data: formatted.append(name) or plain(name, data))
+        front = await asyncio.to_thread(svc.open_frontier, [_spec(30), _spec(31), _spec(32)], actor="agent:mailer")
+        chunks = [await asyncio.wait_for(stream.__anext__(), 5) for stream in streams]
+        frames = [f for f in chunks[0].split("\n\n") if f.strip()]
+        assert [f.split("\n", 1)[0] for f in frames] == ["event: opened"] * 3 + ["event: log"]
+        assert [json.loads(f.split("data: ", 1)[1]).get("review") for f in frames[:3]] == [r.id for r in front.reviews]
+        assert chunks[1] == chunks[0] == chunks[2]
+        assert formatted == ["opened"] * 3 + ["log"]  # once for the three browsers, not once each
+        for stream in streams:
+            await stream.aclose()
     finally:
         broker.stop()
         store.close()
