@@ -260,14 +260,9 @@ def timed(fn: Any, n: int) -> list[float]:
     return out
 
 
-def bench_serve(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    url = f"sqlite:///{tmp / 'bench.db'}"
-    t = time.monotonic()
-    ids, log_id = populate(url, tmp / "bench.key", args.pending, args.decided)
-    populate_s = time.monotonic() - t
-    token, _ = accounts(url)
+def start_desk(url: str) -> tuple[subprocess.Popen[bytes], int, str]:
+    """``desk serve`` on a free port of 127.0.0.1, quiet: the process, its port and its base URL."""
     port = free_port()
-    base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "desk", "serve", "--store", url, "--port", str(port), "--quiet"],
         cwd=ROOT,
@@ -275,6 +270,16 @@ def bench_serve(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    return proc, port, f"http://127.0.0.1:{port}"
+
+
+def bench_serve(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    url = f"sqlite:///{tmp / 'bench.db'}"
+    t = time.monotonic()
+    ids, log_id = populate(url, tmp / "bench.key", args.pending, args.decided)
+    populate_s = time.monotonic() - t
+    token, _ = accounts(url)
+    proc, port, base = start_desk(url)
     try:
         startup = wait_up(base, proc)
         browser = sign_in(base)

@@ -37,13 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from desk_bench import (  # noqa: E402
     ENV,
-    ROOT,
     LeanClient,
     accounts,
-    free_port,
     populate,
     sign_in,
     signed_approve,
+    start_desk,
     summary,
     timed,
     wait_up,
@@ -123,15 +122,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     ids, log_id = populate(url, tmp / "scale.key", args.pending)
     populated = time.monotonic() - start
     token, _ = accounts(url)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    desk = subprocess.Popen(
-        [sys.executable, "-m", "desk", "serve", "--store", url, "--port", str(port), "--quiet"],
-        cwd=ROOT,
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    desk, port, base = start_desk(url)
     try:
         wait_up(base, desk, timeout=180)
         browser = sign_in(base)
