@@ -61,19 +61,26 @@ class Reviews:
 
     def one(self) -> None:
         self.n += 1
-        n = self.n
-        args = {"amount": n % 1000, "to": f"acct-{n:06d}", "memo": "monthly rent, see ticket #4411"}
-        call = CallSpec(
-            app="bank", user="u1", session=f"s{n}", invocation=f"e-{n}", confirmation_id=f"c{n}", call_id=f"k{n}",
-            tool="transfer", args=args, hint="Transfer the rent?", agent="teller", context={"user": "pay the rent"},
-        )  # fmt: skip
-        frontier = self.service.open_frontier([call], actor=AGENT)
-        review = frontier.reviews[0]
-        body = approve_body(review.id, review.args_digest)
-        sig = sign_decision(self.person, self.store.log_id, "review.approved", REVIEWER, body) if self.person else None
-        self.service.approve(review.id, reviewer=REVIEWER, sig=sig)
-        self.service.claim_resume(frontier.id, actor=AGENT)
-        self.service.record_execution(review.id, actor=AGENT, args=args, result={"ok": True, "ref": f"tx-{n}"})
+        done_review(self.service, self.n, self.person)
+
+
+def done_review(service: ReviewService, n: int, person: Signer | None, tag: str = "") -> None:
+    """One review through the real service as an app's goes: opened by the agent, approved (signed by
+    ``person``'s key where the log requires it), resumed, and run with a result. ``tag`` keeps its call
+    ids apart from other reviews of the log."""
+    args = {"amount": n % 1000, "to": f"acct-{n:06d}", "memo": "monthly rent, see ticket #4411"}
+    call = CallSpec(
+        app="bank", user="u1", session=f"{tag}s{n}", invocation=f"{tag}e-{n}", confirmation_id=f"{tag}c{n}",
+        call_id=f"{tag}k{n}", tool="transfer", args=args, hint="Transfer the rent?", agent="teller",
+        context={"user": "pay the rent"},
+    )  # fmt: skip
+    frontier = service.open_frontier([call], actor=AGENT)
+    review = frontier.reviews[0]
+    body = approve_body(review.id, review.args_digest)
+    sig = sign_decision(person, service.store.log_id, "review.approved", REVIEWER, body) if person else None
+    service.approve(review.id, reviewer=REVIEWER, sig=sig)
+    service.claim_resume(frontier.id, actor=AGENT)
+    service.record_execution(review.id, actor=AGENT, args=args, result={"ok": True, "ref": f"tx-{n}"})
 
 
 def record_bytes(store: Store) -> int:
@@ -145,16 +152,7 @@ def incremental(path: Path, entries: int, new: int) -> dict[str, Any]:
     n = 0
     while store.size() < kept.size + new:  # each review: opened, approved, resumed, executed
         n += 1
-        args = {"amount": n, "to": f"acct-new-{n}"}
-        call = CallSpec(
-            app="bank", user="u1", session=f"new{n}", invocation=f"n-{n}", confirmation_id=f"nc{n}",
-            call_id=f"nk{n}", tool="transfer", args=args,
-        )  # fmt: skip
-        frontier = service.open_frontier([call], actor=AGENT)
-        review = frontier.reviews[0]
-        service.approve(review.id, reviewer=REVIEWER)
-        service.claim_resume(frontier.id, actor=AGENT)
-        service.record_execution(review.id, actor=AGENT, args=args)
+        done_review(service, n, None, tag="new")
     times = []
     for _ in range(5):
         begin = time.perf_counter()
