@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -97,68 +98,70 @@ def _spec(n: int) -> CallSpec:
     )
 
 
-async def test_broker_sleeps_without_browsers_and_resumes_from_the_subscription(tmp_path: Path) -> None:
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[ReviewService, Broker]]:
+    """A fresh log's service and a started broker on it (stopped, and the store closed, afterwards)."""
     store = open_store(f"sqlite:///{tmp_path / 'signoff.db'}")
     store.init_log(tmp_path / "log.key")
     svc = ReviewService(store)
     broker = Broker(store, svc)
     broker.start()
     try:
-        started_at = broker.size
-        for n in range(3):  # nobody listens: the watcher reads none of these
-            await asyncio.to_thread(svc.open_frontier, [_spec(n)], actor="agent:mailer")
-        await asyncio.sleep(0.3)
-        assert broker.size == started_at
-
-        for round_ in range(2):  # a first browser, then another after an idle spell
-            stream = broker.stream(heartbeat=5)
-            hello = await asyncio.wait_for(stream.__anext__(), 5)
-            assert json.loads(hello.split("data: ", 1)[1]) == {"size": store.size()}
-            opened = await asyncio.to_thread(svc.open_frontier, [_spec(10 + round_)], actor="agent:mailer")
-            frames: list[str] = []
-            while not any('"type": "log"' in f for f in frames):  # a chunk holds a burst's frames
-                chunk = await asyncio.wait_for(stream.__anext__(), 5)
-                frames += [f for f in chunk.split("\n\n") if f.strip()]
-            events = [json.loads(f.split("data: ", 1)[1]) for f in frames]
-            # Only what happened after the browser connected, none of the idle spell's entries.
-            assert [e["review"] for e in events if e["type"] == "opened"] == [opened.reviews[0].id]
-            await stream.aclose()
-            for n in range(2):
-                await asyncio.to_thread(svc.open_frontier, [_spec(20 + 2 * round_ + n)], actor="agent:mailer")
+        yield svc, broker
     finally:
         broker.stop()
         store.close()
+
+
+async def test_broker_sleeps_without_browsers_and_resumes_from_the_subscription(
+    live: tuple[ReviewService, Broker],
+) -> None:
+    svc, broker = live
+    store = svc.store
+    started_at = broker.size
+    for n in range(3):  # nobody listens: the watcher reads none of these
+        await asyncio.to_thread(svc.open_frontier, [_spec(n)], actor="agent:mailer")
+    await asyncio.sleep(0.3)
+    assert broker.size == started_at
+
+    for round_ in range(2):  # a first browser, then another after an idle spell
+        stream = broker.stream(heartbeat=5)
+        hello = await asyncio.wait_for(stream.__anext__(), 5)
+        assert json.loads(hello.split("data: ", 1)[1]) == {"size": store.size()}
+        opened = await asyncio.to_thread(svc.open_frontier, [_spec(10 + round_)], actor="agent:mailer")
+        frames: list[str] = []
+        while not any('"type": "log"' in f for f in frames):  # a chunk holds a burst's frames
+            chunk = await asyncio.wait_for(stream.__anext__(), 5)
+            frames += [f for f in chunk.split("\n\n") if f.strip()]
+        events = [json.loads(f.split("data: ", 1)[1]) for f in frames]
+        # Only what happened after the browser connected, none of the idle spell's entries.
+        assert [e["review"] for e in events if e["type"] == "opened"] == [opened.reviews[0].id]
+        await stream.aclose()
+        for n in range(2):
+            await asyncio.to_thread(svc.open_frontier, [_spec(20 + 2 * round_ + n)], actor="agent:mailer")
 
 
 async def test_a_burst_reaches_each_browser_as_one_chunk_of_frames_formatted_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    live: tuple[ReviewService, Broker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three calls paused at once are one burst: each browser gets their frames and the log's new size in
     one chunk (one socket write), and the browsers share each frame's text, formatted once."""
-    store = open_store(f"sqlite:///{tmp_path / 'signoff.db'}")
-    store.init_log(tmp_path / "log.key")
-    svc = ReviewService(store)
-    broker = Broker(store, svc)
-    broker.start()
-    try:
-        streams = [broker.stream(heartbeat=5) for _ in range(3)]
-        for stream in streams:
-            await asyncio.wait_for(stream.__anext__(), 5)  # hello
-        formatted: list[str] = []
-        plain = sse_module.frame
-        monkeypatch.setattr(sse_module, "frame", lambda name, data: formatted.append(name) or plain(name, data))
-        front = await asyncio.to_thread(svc.open_frontier, [_spec(30), _spec(31), _spec(32)], actor="agent:mailer")
-        chunks = [await asyncio.wait_for(stream.__anext__(), 5) for stream in streams]
-        frames = [f for f in chunks[0].split("\n\n") if f.strip()]
-        assert [f.split("\n", 1)[0] for f in frames] == ["event: opened"] * 3 + ["event: log"]
-        assert [json.loads(f.split("data: ", 1)[1]).get("review") for f in frames[:3]] == [r.id for r in front.reviews]
-        assert chunks[1] == chunks[0] == chunks[2]
-        assert formatted == ["opened"] * 3 + ["log"]  # once for the three browsers, not once each
-        for stream in streams:
-            await stream.aclose()
-    finally:
-        broker.stop()
-        store.close()
+    svc, broker = live
+    streams = [broker.stream(heartbeat=5) for _ in range(3)]
+    for stream in streams:
+        await asyncio.wait_for(stream.__anext__(), 5)  # hello
+    formatted: list[str] = []
+    plain = sse_module.frame
+    monkeypatch.setattr(sse_module, "frame", lambda name, data: formatted.append(name) or plain(name, data))
+    front = await asyncio.to_thread(svc.open_frontier, [_spec(30), _spec(31), _spec(32)], actor="agent:mailer")
+    chunks = [await asyncio.wait_for(stream.__anext__(), 5) for stream in streams]
+    frames = [f for f in chunks[0].split("\n\n") if f.strip()]
+    assert [f.split("\n", 1)[0] for f in frames] == ["event: opened"] * 3 + ["event: log"]
+    assert [json.loads(f.split("data: ", 1)[1]).get("review") for f in frames[:3]] == [r.id for r in front.reviews]
+    assert chunks[1] == chunks[0] == chunks[2]
+    assert formatted == ["opened"] * 3 + ["log"]  # once for the three browsers, not once each
+    for stream in streams:
+        await stream.aclose()
 
 
 def test_sse_across_processes(tmp_path: Path) -> None:
