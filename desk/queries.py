@@ -474,9 +474,11 @@ def outcomes(store: Any, items: Sequence[Listed]) -> dict[str, Outcome]:
                 by_seq[int(seq)] = parse_entry(bytes(raw))
         resumed_frontiers = [f for f, fi in info.items() if fi.resumed_seq is not None]
         if resumed_frontiers:
+            # ``log || ''``: the subject index, sought once per frontier. Given ``log = ?`` and a few frontiers,
+            # SQLite prefers the (log, kind, seq) index and walks every reply the log holds.
             for (raw,) in conn.execute(
                 select(col(EntryRow.raw)).where(
-                    col(EntryRow.log) == log,
+                    col(EntryRow.log).concat("") == log,
                     col(EntryRow.subject).in_(resumed_frontiers),
                     col(EntryRow.kind).in_(("run.replied", "run.resume_failed")),
                 )
