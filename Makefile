@@ -40,6 +40,7 @@ bench: install
 	$(BIN)/python tests/benchmarks/sso_bench.py
 	$(BIN)/python tests/benchmarks/growth_bench.py
 	$(BIN)/python tests/benchmarks/desk_scale_bench.py
+	$(BIN)/python tests/benchmarks/decisions_processes.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -20,8 +20,9 @@ interleaved rounds and the medians compared):
   (two durable commits per decision for one client; one pair of commits per 16 decisions for 16),
   plus the Ed25519 sign + check a signed decision costs; and beside the **no-disk-wait ceiling**: the
   same decisions on a store in tmpfs, where a commit waits for no disk, so the rate is what the Python
-  and SQLite work of a decision allows in one process, however commits are grouped. Targets: 16
-  clients ≥ 10× CHAP, 1 client ≥ 3×.
+  and SQLite work of a decision allows in one process, however commits are grouped. Targets (issue 24
+  §2): 1 client ≥ 2× CHAP's one client, 16 clients ≥ 3× CHAP's one client. The same 16 clients spread
+  over several processes: ``decisions_processes.py`` (§3).
 * **verify**: ``audit verify`` entries/s on a log of ``--entries`` entries with no per-entry signature
   (one core and all cores, peak RSS of the verifier and of its workers), beside raw SHA-256 over the
   same bytes and CHAP's two verifiers (its in-process ``audit.verify_chain`` and a bare reader that
@@ -1029,6 +1030,8 @@ def main() -> None:
                 }
                 decisions["ratio_clients_1"] = round(sqlite_dec["1"] / chap["1"], 2)
                 decisions[f"ratio_clients_{CLIENTS}"] = round(sqlite_dec[str(CLIENTS)] / chap[str(CLIENTS)], 2)
+                many_vs_one = sqlite_dec[str(CLIENTS)] / chap["1"]
+                decisions[f"ratio_clients_{CLIENTS}_vs_chap_one_client"] = round(many_vs_one, 2)
                 decisions["ratio_clients_1_vs_chap_two_calls"] = round(sqlite_dec["1"] / chap["1_two_calls"], 2)
             else:
                 decisions["chap_sqlite"] = no_chap
@@ -1050,7 +1053,7 @@ def main() -> None:
                         decisions["postgresql"]["one_client_breakdown"] = pg_breakdown(next(breakdown), base / "b.pem")
                     finally:
                         breakdown.close()
-            decisions["targets"] = {f"ratio_clients_{CLIENTS}": ">= 10", "ratio_clients_1": ">= 3"}
+            decisions["targets"] = {"ratio_clients_1": ">= 2", f"ratio_clients_{CLIENTS}_vs_chap_one_client": ">= 3"}
             result["decisions"] = decisions
 
         if "verify" in parts:
