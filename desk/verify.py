@@ -136,6 +136,11 @@ class IncrementalVerifier:
         self.checkpoint_size = size
 
 
+def _child_failure(proc: Any) -> str:
+    lines = (proc.stderr or "").strip().splitlines()
+    return f"verifier could not run: exit {proc.returncode}: {lines[-1] if lines else 'no message'}"
+
+
 class _Stop(Exception):
     pass
 
@@ -158,7 +163,9 @@ class RuleVerifier:
     """Runs ``audit.verify.verify_store`` off the request path whenever the log has grown.
 
     With a signed checkpoint, entries before it are proven by its root and only later ones are
-    read (incremental); without one the whole log is read, at most every ``full_every`` seconds.
+    read (incremental), here; without one the whole log is read, at most every ``full_every``
+    seconds, in a child process (desk/verify_child.py: its memory, 6 KB per open review, goes back
+    when it ends, and the desk's pages keep their GIL meanwhile).
     """
 
     def __init__(self, store: Any, full_every: float = 300.0) -> None:
@@ -168,6 +175,7 @@ class RuleVerifier:
         self._running = False
         self._last: RuleStatus = RuleStatus(None, 0, 0, None, None, False, None)
         self._last_full = 0.0
+        self.child_runs = 0  # full runs made in a child process
 
     def status(self, *, wait: float = 0.0) -> RuleStatus:
         """The latest result; starts a new run in the background if the log grew since."""
@@ -197,15 +205,21 @@ class RuleVerifier:
             incremental = cp is not None and cp.size < self.store.size()
             if not incremental and time.monotonic() - self._last_full < self.full_every and self._last.ok is not None:
                 return
-            report = verify_store(self.store, against=cp, incremental=incremental)
+            if incremental:
+                report = verify_store(self.store, against=cp, incremental=incremental)
+                failure = str(report.failure) if report.failure is not None else None
+                found = (report.ok, report.size, report.checked_from, failure)
+            else:
+                found = self._full_in_child()
             if not incremental:
                 self._last_full = time.monotonic()
+            ok, size, checked_from, failure = found
             self._last = RuleStatus(
-                ok=report.ok,
-                size=report.size,
-                checked_from=report.checked_from,
+                ok=ok,
+                size=size,
+                checked_from=checked_from,
                 checkpoint_size=cp.size if cp is not None else None,
-                failure=str(report.failure) if report.failure is not None else None,
+                failure=failure,
                 running=False,
                 at=time.time(),
             )
@@ -216,3 +230,23 @@ class RuleVerifier:
             )
         finally:
             self._running = False
+
+    def _full_in_child(self) -> tuple[bool, int, int, str | None]:
+        """``verify_store`` of the whole log in ``python -m signoff.desk.verify_child``: (ok, size, checked
+        from, failure). A child that fails to run is a failure that says so, never a pass."""
+        import subprocess
+        import sys
+
+        asked = json.dumps({"url": self.store.url, "log": self.store.log_id})
+        # -P: the installed signoff, never a ``signoff`` package in the directory the desk was started from.
+        proc = subprocess.run(
+            [sys.executable, "-P", "-m", "signoff.desk.verify_child"], input=asked, capture_output=True, text=True
+        )
+        self.child_runs += 1
+        try:
+            found = json.loads(proc.stdout) if proc.returncode == 0 else None
+        except ValueError:
+            found = None
+        if not isinstance(found, dict):
+            return False, self._last.size, 0, _child_failure(proc)
+        return bool(found["ok"]), int(found["size"]), int(found["checked_from"]), found["failure"]

@@ -15,6 +15,9 @@ Prints one JSON object. For each backend (SQLite file; PostgreSQL when reachable
 ``input_in_process``: as ``in_process``, for a question to a person (a review of kind ``input``): from
 the signed answer's commit to the model reading it, beside ``in_process`` (a confirmation).
 
+``where_it_goes``: the in-process path step by step beside bare ADK's, each step timed
+(``resume_breakdown.py``).
+
 ``resumer_look``: what a resumer pass costs when it also looks for rewinds and cancels, with
 ``--idle`` (1,000) paused sessions nobody has decided, against none.
 
@@ -443,6 +446,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         result["adk_floor"] = await bench_floor(tmp, args.samples)
+        from resume_breakdown import breakdown  # (it imports this module)
+
+        result["where_it_goes"] = await breakdown(tmp, args.samples)
         result["resumer_look"] = await bench_resumer_look(tmp, args.idle)
         backends: list[tuple[str, str, Any]] = [("sqlite", f"sqlite:///{tmp / 'bench.db'}", None)]
         pg = pg_schema_url(args.pg)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-from deskkit import Env
+from collections.abc import Iterator
+from pathlib import Path
 
-from signoff.desk.verify import IncrementalVerifier
+import pytest
+from deskkit import ALICE, Env, make_env
+from sqlalchemy import text
+
+from signoff.desk.verify import IncrementalVerifier, RuleStatus, RuleVerifier
 
 
 @pytest.fixture
@@ -39,3 +43,65 @@ def test_badge_names_the_first_tampered_entry(env: Env) -> None:
         conn.execute(text("UPDATE signoff_entry SET raw = :r WHERE seq = :s"), {"r": tampered, "s": seq})
     s = IncrementalVerifier(store).status()
     assert not s.ok and s.verified_upto == seq - 1 and f"seq {seq}" in (s.error or "")
+
+
+# -- the rule check (RuleVerifier): a full run in a child process ------------------------------------
+
+
+@pytest.fixture
+def both(store_url: str, tmp_path: Path) -> Iterator[Env]:
+    """A desk's log on each backend (the module's ``env`` is SQLite's alone)."""
+    e = make_env(store_url, tmp_path)
+    yield e
+    e.desk.store.close()
+
+
+def settled(rules: RuleVerifier) -> RuleStatus:
+    found = rules.status(wait=60)
+    assert not found.running, found
+    return found
+
+
+def test_a_full_rule_check_runs_in_a_child_process_and_passes_an_intact_log(both: Env) -> None:
+    review = both.open()[0]
+    both.svc.approve(review.id, reviewer=ALICE, signer=both.signer_of(ALICE))
+    rules = RuleVerifier(both.desk.store)
+    found = settled(rules)
+    assert found.ok is True and found.failure is None, found
+    assert (found.size, found.checked_from, found.checkpoint_size) == (both.desk.store.size(), 0, None)
+    assert rules.child_runs == 1  # not in this process
+
+
+def test_the_child_names_a_projection_row_edited_behind_the_service(both: Env) -> None:
+    review = both.open()[0]
+    store = both.desk.store
+    with store.write_engine.begin() as conn:
+        conn.execute(text("UPDATE signoff_review SET status = 'approved' WHERE id = :id"), {"id": review.id})
+    rules = RuleVerifier(store)
+    found = settled(rules)
+    assert found.ok is False and rules.child_runs == 1
+    assert review.id in (found.failure or "") and "status" in (found.failure or ""), found.failure
+
+
+def test_a_child_that_cannot_run_is_a_failure_that_says_so(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.open()
+    broken = tmp_path / "broken" / "signoff"  # a package the child imports first, and that fails
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("a broken install")\n')
+    monkeypatch.setenv("PYTHONPATH", str(broken.parent))
+    rules = RuleVerifier(env.desk.store)
+    found = settled(rules)
+    assert found.ok is False and rules.child_runs == 1
+    assert found.failure == "verifier could not run: exit 1: ImportError: a broken install", found.failure
+
+
+def test_after_a_checkpoint_the_check_is_incremental_and_stays_here(env: Env) -> None:
+    env.open()
+    point = env.desk.store.checkpoint(env.key).size
+    env.open()
+    rules = RuleVerifier(env.desk.store)
+    found = settled(rules)
+    assert found.ok is True and found.checked_from == point and found.checkpoint_size == point
+    assert rules.child_runs == 0
