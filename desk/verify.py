@@ -136,11 +136,6 @@ class IncrementalVerifier:
         self.checkpoint_size = size
 
 
-def _child_failure(proc: Any) -> str:
-    lines = (proc.stderr or "").strip().splitlines()
-    return f"verifier could not run: exit {proc.returncode}: {lines[-1] if lines else 'no message'}"
-
-
 class _Stop(Exception):
     pass
 
@@ -206,14 +201,12 @@ class RuleVerifier:
             if not incremental and time.monotonic() - self._last_full < self.full_every and self._last.ok is not None:
                 return
             if incremental:
-                report = verify_store(self.store, against=cp, incremental=incremental)
+                report = verify_store(self.store, against=cp, incremental=True)
                 failure = str(report.failure) if report.failure is not None else None
-                found = (report.ok, report.size, report.checked_from, failure)
+                ok, size, checked_from = report.ok, report.size, report.checked_from
             else:
-                found = self._full_in_child()
-            if not incremental:
+                ok, size, checked_from, failure = self._full_in_child()
                 self._last_full = time.monotonic()
-            ok, size, checked_from, failure = found
             self._last = RuleStatus(
                 ok=ok,
                 size=size,
@@ -250,3 +243,9 @@ class RuleVerifier:
         if not isinstance(found, dict):
             return False, self._last.size, 0, _child_failure(proc)
         return bool(found["ok"]), int(found["size"]), int(found["checked_from"]), found["failure"]
+
+
+def _child_failure(proc: Any) -> str:
+    """What a child that did not report says: its exit status and the last line it wrote to stderr."""
+    lines = (proc.stderr or "").strip().splitlines()
+    return f"verifier could not run: exit {proc.returncode}: {lines[-1] if lines else 'no message'}"

@@ -130,14 +130,39 @@ def timed(client: httpx.Client, path: str, n: int, before: Any = None) -> dict[s
     }
 
 
+def busy_share(seconds: float = 1.0) -> float:
+    """The share of the machine's CPU time in use over ``seconds`` (``/proc/stat``, every core)."""
+
+    def read() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
+
+    total0, idle0 = read()
+    time.sleep(seconds)
+    total1, idle1 = read()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def settle(timeout: float = 600.0) -> float:
+    """Wait until the desk has checked its logs at start-up (each log's hash chain and Merkle roots, read
+    once, off the request path): until the machine is mostly idle. Seconds waited."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout and busy_share() > 0.2:
+        pass
+    return round(time.monotonic() - start, 1)
+
+
 def measure(url: str, port: int, pending: int, n: int, grow: Any = None) -> dict[str, Any]:
     proc = serve(url, port)
     try:
         client = signed_in(f"http://127.0.0.1:{port}")
+        settled = settle()
         last = max(1, (pending + 49) // 50)
         for path in ("/queue", f"/queue?page={last}", "/queue?sort=deadline"):
             client.get(path)  # warm up
         out = {
+            "startup_verification_s": settled,
             "queue_page": timed(client, "/queue", n),
             "queue_page_last": timed(client, f"/queue?page={last}", n // 2),
             "queue_by_deadline": timed(client, "/queue?sort=deadline", n // 2),
