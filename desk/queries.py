@@ -402,9 +402,16 @@ def decided(
     with store.read_engine.connect() as conn:
         counting = select(func.count()).select_from(ReviewRow).where(*where)
         total = int(conn.execute(counting).scalar_one()) if count else -1
-        if 0 <= total <= SORT_AT_MOST or f.q.strip():  # few: sorted as they are
+        if not count or 0 <= total <= SORT_AT_MOST or f.q.strip():
+            # Few (or a first page, uncounted: the "Just decided" panel): along the (log, decided_seq)
+            # index from its end, its range starting past the open reviews' NULLs, so that a page reads
+            # decided rows alone even when the reader sees fewer decisions than it shows.
             order = col(ReviewRow.decided_seq).asc() if after is not None else col(ReviewRow.decided_seq).desc()
-            keying = select(col(ReviewRow.id), col(ReviewRow.decided_seq)).where(*keyed).order_by(order)
+            keying = (
+                select(col(ReviewRow.id), col(ReviewRow.decided_seq))
+                .where(*keyed, col(ReviewRow.decided_seq).is_not(None))
+                .order_by(order)
+            )
         else:  # many, so dense along the log: walked in its order
             keying = _by_decision(store, keyed, before, after)
         keys = conn.execute(keying.limit(limit + 1)).all()
@@ -535,8 +542,6 @@ def _outcome(
         result_note=preview_note,
         reply_note=said_note,
     )
-
-
 
 
 def timeline(store: Any, review: Review) -> list[Any]:
