@@ -67,6 +67,7 @@ class ReviewRow(SQLModel, table=True):
         UniqueConstraint("log", "app", "session", "confirmation_id", name="uq_signoff_review_call"),
         Index("ix_signoff_review_call_id", "log", "session", "call_id"),
         Index("ix_signoff_review_decided", "log", "decided_seq"),  # revision 0002: the desk's Decided history
+        Index("ix_signoff_review_decided_at", "log", "decided_at", "id"),  # revision 0006: Decided over many logs
     )
 
     id: str = Field(primary_key=True)

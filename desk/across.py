@@ -139,7 +139,8 @@ def decided(
         store = seat.desk.store
         mine_here = replace(f, mine=seat.who.reviewer) if f.mine else f
         where = queries.decided_where(store, seat.desk.visible(seat.scope), mine_here)
-        keyed = list(where)
+        # Along (log, decided_at, id) from its end, past the open reviews' NULLs (revision 0006).
+        keyed = [*where, col(ReviewRow.decided_at).is_not(None)]
         if before is not None:
             at, review_id = before
             keyed.append(

@@ -77,6 +77,7 @@ def test_a_release_store_opens_migrates_and_verifies(
         assert db.has_table(VERSION_TABLE)
         assert "ix_signoff_review_decided" in db.indexes("signoff_review")
         assert "ix_signoff_entry_kind" in db.indexes("signoff_entry")  # revision 0005
+        assert "ix_signoff_review_decided_at" in db.indexes("signoff_review")  # revision 0006
     assert _entries(store_url) == entries_before
 
     # ... and then reads it as it was, under its old rules.

@@ -1,6 +1,7 @@
 """The queue of a desk serving many logs (issue 23 §3) against one log holding as many reviews; prints JSON.
 
-    .venv/bin/python tests/benchmarks/many_logs_bench.py [--pending 10000] [--logs 10] [--requests 100]
+    .venv/bin/python tests/benchmarks/many_logs_bench.py [--pending 10000] [--decided 10000] [--logs 10]
+                                                         [--requests 100]
 
 Two SQLite stores, each served by a real ``desk serve`` subprocess on 127.0.0.1: one log with ``--pending``
 open reviews, and ``--logs`` logs with ``--pending / --logs`` each, the reviewer enrolled (and given a desk
@@ -8,6 +9,8 @@ account) on every one of them. For each: the queue's first page, its last page a
 p50/p95 over ``--requests`` requests of a signed-in browser. The one-log desk serves its queue from its page
 cache until the log grows, and the merged one until one of its logs does; ``queue_page_after_a_write`` is
 the same page right after a review landed on a log (the page is then read again, each row from its log).
+With ``--decided`` decided reviews beside them (each decision signed), the Decided page too, cached and
+right after a write: over many logs it orders the decisions by time, the one order the logs share.
 
 Target: the merged queue within the single log's 50 ms p95 at 10,000 pending (desk_bench.py's target).
 """
@@ -30,6 +33,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from desk_bench import settle as settle_log  # noqa: E402
 
 from signoff.audit import CallSpec, Policy, ReviewService, Signer, open_store  # noqa: E402
 from signoff.audit.keys import read_private_key  # noqa: E402
@@ -61,8 +67,29 @@ def _fill(svc: ReviewService, pending: int, tag: str) -> None:
         svc.open_frontier(specs, actor="agent:bench", policies=Policy(role="finance", deadline_seconds=86400 + b))
 
 
-def build(url: str, tmp: Path, logs: int, pending: int) -> list[str]:
-    """``logs`` logs in the store at ``url``, ``pending`` open reviews over them; the reviewer on each."""
+def _decide(svc: ReviewService, decided: int, tag: str) -> None:
+    """``decided`` reviews opened and approved, each decision signed."""
+    for b in range(0, decided, BATCH):
+        specs = [
+            CallSpec(
+                app=tag,
+                user="u",
+                session=f"{tag}-d{b}",
+                invocation=f"{tag}-di{b}",
+                confirmation_id=f"dc{b}-{k}",
+                call_id=f"dk{b}-{k}",
+                tool="transfer",
+                args={"amount": k, "to": f"acct-{b + k}"},
+            )  # fmt: skip
+            for k in range(min(BATCH, decided - b))
+        ]
+        for review in svc.open_frontier(specs, actor="agent:bench", policies=Policy(role="finance")).reviews:
+            svc.approve(review.id, reviewer=REVIEWER, rationale="bench", signer=SIGNER)
+
+
+def build(url: str, tmp: Path, logs: int, pending: int, decided: int = 0) -> list[tuple[str, str]]:
+    """``logs`` logs in the store at ``url``, ``pending`` open reviews and ``decided`` decided ones over them;
+    the reviewer on each, with a desk password and an API token. Returns (log id, token) of each."""
     from signoff.desk.auth import Accounts
     from signoff.desk.db import make_engine
 
@@ -75,9 +102,12 @@ def build(url: str, tmp: Path, logs: int, pending: int) -> list[str]:
         svc = ReviewService(store)
         admin = read_private_key(default_admin_key(key))
         svc.enroll_reviewer(REVIEWER, roles=["finance"], tools=["*"], key=SIGNER.public, admin=admin)
-        Accounts(engine, store.log_id).set_password(REVIEWER, PASSWORD, must_change=False)
+        accounts = Accounts(engine, store.log_id)
+        accounts.set_password(REVIEWER, PASSWORD, must_change=False)
+        token = accounts.new_token(REVIEWER, "bench")
+        _decide(svc, decided // logs, f"app{n}")
         _fill(svc, pending // logs, f"app{n}")
-        made.append(store.log_id)
+        made.append((store.log_id, token))
         store.close()
     return made
 
@@ -114,7 +144,7 @@ def signed_in(base: str) -> httpx.Client:
     return c
 
 
-def timed(client: httpx.Client, path: str, n: int, before: Any = None) -> dict[str, float]:
+def timed(client: httpx.Client, path: str, n: int, before: Any = None, shows: str = "wants to") -> dict[str, float]:
     samples = []
     for _ in range(n):
         if before is not None:
@@ -122,7 +152,7 @@ def timed(client: httpx.Client, path: str, n: int, before: Any = None) -> dict[s
         t0 = time.perf_counter()
         r = client.get(path)
         samples.append(time.perf_counter() - t0)
-        assert r.status_code == 200 and "wants to" in r.text, (path, r.status_code)
+        assert r.status_code == 200 and shows in r.text, (path, r.status_code)
     ordered = sorted(samples)
     return {
         "p50_ms": round(statistics.median(ordered) * 1000, 2),
@@ -130,34 +160,23 @@ def timed(client: httpx.Client, path: str, n: int, before: Any = None) -> dict[s
     }
 
 
-def busy_share(seconds: float = 1.0) -> float:
-    """The share of the machine's CPU time in use over ``seconds`` (``/proc/stat``, every core)."""
-
-    def read() -> tuple[int, int]:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        return sum(fields), fields[3] + fields[4]  # all, idle + iowait
-
-    total0, idle0 = read()
-    time.sleep(seconds)
-    total1, idle1 = read()
-    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
-
-
-def settle(timeout: float = 600.0) -> float:
-    """Wait until the desk has checked its logs at start-up (each log's hash chain and Merkle roots, read
-    once, off the request path): until the machine is mostly idle. Seconds waited."""
+def settle(base: str, tokens: list[str]) -> float:
+    """Wait until the desk has checked each of its logs at start-up (hash chain, Merkle roots and rules, off
+    the request path), as its API reports it: measurements then see the steady state. Seconds waited."""
     start = time.monotonic()
-    while time.monotonic() - start < timeout and busy_share() > 0.2:
-        pass
+    for token in tokens:
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60) as api:
+            settle_log(api)
     return round(time.monotonic() - start, 1)
 
 
-def measure(url: str, port: int, pending: int, n: int, grow: Any = None) -> dict[str, Any]:
+def measure(
+    url: str, port: int, tokens: list[str], pending: int, n: int, grow: Any = None, decided: int = 0
+) -> dict[str, Any]:
     proc = serve(url, port)
     try:
         client = signed_in(f"http://127.0.0.1:{port}")
-        settled = settle()
+        settled = settle(f"http://127.0.0.1:{port}", tokens)
         last = max(1, (pending + 49) // 50)
         for path in ("/queue", f"/queue?page={last}", "/queue?sort=deadline"):
             client.get(path)  # warm up
@@ -169,6 +188,13 @@ def measure(url: str, port: int, pending: int, n: int, grow: Any = None) -> dict
         }
         if grow is not None:
             out["queue_page_after_a_write"] = timed(client, "/queue", n // 2, before=grow)
+        if decided:
+            client.get("/decided")
+            out["decided_page"] = timed(client, "/decided", n // 2, shows="waiting to resume")
+            if grow is not None:
+                out["decided_page_after_a_write"] = timed(
+                    client, "/decided", n // 2, before=grow, shows="waiting to resume"
+                )
         client.close()
         return out
     finally:
@@ -181,13 +207,14 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--logs", type=int, default=10)
     parser.add_argument("--requests", type=int, default=100)
+    parser.add_argument("--decided", type=int, default=10_000, help="decided reviews beside the pending ones")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         one, many = f"sqlite:///{tmp / 'one.db'}", f"sqlite:///{tmp / 'many.db'}"
         t0 = time.perf_counter()
-        [one_log] = build(one, tmp, 1, args.pending)
-        many_logs = build(many, tmp, args.logs, args.pending)
+        [(one_log, one_token)] = build(one, tmp, 1, args.pending, args.decided)
+        many_logs = build(many, tmp, args.logs, args.pending, args.decided)
         built = time.perf_counter() - t0
         count = iter(range(10**9))
 
@@ -206,9 +233,20 @@ def main() -> None:
             "pending": args.pending,
             "logs": args.logs,
             "requests": args.requests,
+            "decided": args.decided,
             "populate_s": round(built, 1),
-            "one_log": measure(one, free_port(), args.pending, args.requests, grower(one, one_log)),
-            "many_logs": measure(many, free_port(), args.pending, args.requests, grower(many, many_logs[-1])),
+            "one_log": measure(
+                one, free_port(), [one_token], args.pending, args.requests, grower(one, one_log), args.decided
+            ),
+            "many_logs": measure(
+                many,
+                free_port(),
+                [token for _log, token in many_logs],
+                args.pending,
+                args.requests,
+                grower(many, many_logs[-1][0]),
+                args.decided,
+            ),
         }
     print(json.dumps(result, indent=2))
 

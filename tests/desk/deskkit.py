@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ if str(ROOT) not in sys.path:
 
 import jsonpatch  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
+from sqlalchemy import event  # noqa: E402
 
 from signoff.audit import CallSpec, Policy, ReviewService, Signer, digest, open_store  # noqa: E402
 from signoff.audit import decision as decisions  # noqa: E402
@@ -262,3 +265,28 @@ def sign_in(c: TestClient, who: str = ALICE, password: str = PASSWORD) -> str:
     r = c.post("/signin", data={"csrf": csrf_of(page.text), "email": who.split(":", 1)[1], "password": password})
     assert r.status_code == 200 and r.url.path == "/queue", (r.status_code, r.text[:500])
     return csrf_of(r.text)
+
+
+@contextmanager
+def vm_steps(engine: Any) -> Iterator[list[int]]:
+    """The SQLite virtual machine's steps (in hundreds) of the statements run meanwhile on ``engine`` (or on
+    every engine: ``sqlalchemy.Engine``): the work a read does, whatever the machine's speed."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0  # go on
+
+    def watch(_conn: Any, cursor: Any, *_args: Any) -> None:
+        cursor.connection.set_progress_handler(count, 100)
+
+    def unwatch(_conn: Any, cursor: Any, *_args: Any) -> None:
+        cursor.connection.set_progress_handler(None, 0)
+
+    event.listen(engine, "before_cursor_execute", watch)
+    event.listen(engine, "after_cursor_execute", unwatch)
+    try:
+        yield steps
+    finally:
+        event.remove(engine, "before_cursor_execute", watch)
+        event.remove(engine, "after_cursor_execute", unwatch)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from deskkit import ALICE, Env, sign_in
+from deskkit import ALICE, Env, sign_in, vm_steps
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 
@@ -104,30 +104,6 @@ def test_the_decided_pages_outcomes_are_read_by_subject(
     assert html.count("Paid.") >= MANY  # every row's reply, read by frontier
     plans = keyed_by_their_lists(store.read_engine, seen)
     assert any("ix_signoff_entry_subject" in p for p in plans)
-
-
-@contextmanager
-def vm_steps(engine: Any) -> Iterator[list[int]]:
-    """The SQLite virtual machine's steps (in hundreds) of the statements run on ``engine`` meanwhile."""
-    steps = [0]
-
-    def count() -> int:
-        steps[0] += 1
-        return 0  # go on
-
-    def watch(_conn: Any, cursor: Any, *_args: Any) -> None:
-        cursor.connection.set_progress_handler(count, 100)
-
-    def unwatch(_conn: Any, cursor: Any, *_args: Any) -> None:
-        cursor.connection.set_progress_handler(None, 0)
-
-    event.listen(engine, "before_cursor_execute", watch)
-    event.listen(engine, "after_cursor_execute", unwatch)
-    try:
-        yield steps
-    finally:
-        event.remove(engine, "before_cursor_execute", watch)
-        event.remove(engine, "after_cursor_execute", unwatch)
 
 
 def test_the_latest_decisions_are_read_without_walking_the_open_reviews(sqlite_env: Env) -> None:
