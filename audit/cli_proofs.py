@@ -242,7 +242,7 @@ def register(sub: Any) -> None:
         "prove",
         "write a self-contained inclusion proof of one entry (or a review's decision) under a signed checkpoint",
         "audit prove rv_5205944c20622598 --tlog-proof -o receipt.tlog-proof && audit check-proof receipt.tlog-proof "
-        "--log-vkey \"$(audit vkey)\"",
+        '--log-vkey "$(audit vkey)"',
         cmd_prove,
     )
     prove.add_argument("target", help="the entry's seq, or a review id (its decision)")

@@ -295,7 +295,7 @@ def register(sub: Any) -> None:
         description="Run a c2sp.org/tlog-witness witness that cosigns the checkpoints of the logs it trusts; "
         "or, as the log's admin, name witnesses on the log and push its checkpoints to them.",
         epilog="example:\n  audit witness keygen --name witness.example.org/w1 --out witness-key.pem\n"
-        "  audit --store signoff.db witness add http://127.0.0.1:7380 \"$(cat witness-key.pem.vkey)\" "
+        '  audit --store signoff.db witness add http://127.0.0.1:7380 "$(cat witness-key.pem.vkey)" '
         "--admin-key admin.pem\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -219,8 +219,10 @@ class LogReader:
         cursor = start
         while True:
             db = dbapi_cursor(conn)
-            db.execute(_ROWS_SQL if self.backend == "sqlite" else _ROWS_SQL.replace("?", "%s"),
-                       (self.log_id, cursor, READ_CHUNK))
+            db.execute(
+                _ROWS_SQL if self.backend == "sqlite" else _ROWS_SQL.replace("?", "%s"),
+                (self.log_id, cursor, READ_CHUNK),
+            )
             rows = db.fetchall()
             if not rows:
                 return

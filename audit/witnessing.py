@@ -84,7 +84,6 @@ def _admin_entry(store: Store, kind: str, body: dict[str, Any], admin: Signer, a
     return store.transact(work)
 
 
-
 def add_witness(store: Store, url: str, vkey: str, *, admin: Signer, actor: str | None = None) -> Entry:
     """``witness.added``: checkpoints are pushed to ``url`` (its submission prefix), cosigned by ``vkey``."""
     name = vkey.split("+", 1)[0]

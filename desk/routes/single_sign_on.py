@@ -43,9 +43,7 @@ def redirect_uri(request: Request, desk: Desk) -> str:
 async def begin(request: Request, desks: DesksDep, next: str = "/queue") -> Response:
     provider = _provider(desks)
     desk = desks.default
-    url = await run_in_threadpool(
-        provider.begin, desk.accounts.engine, redirect_uri(request, desk), safe_next(next)
-    )
+    url = await run_in_threadpool(provider.begin, desk.accounts.engine, redirect_uri(request, desk), safe_next(next))
     return RedirectResponse(url, status_code=303)
 
 

@@ -33,9 +33,7 @@ CONFIRM = "adk_request_confirmation"
 class TwoApps:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.urls = {
-            app: _init(f"sqlite:///{root / f'{app}.db'}", root / f"{app}.key") for app in ("bank", "shop")
-        }
+        self.urls = {app: _init(f"sqlite:///{root / f'{app}.db'}", root / f"{app}.key") for app in ("bank", "shop")}
         self.runs_file = root / "runs.jsonl"
         self.sessions = f"sqlite:///{root / 'sessions.db'}"
         self.env = {
