@@ -146,6 +146,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for one in desks:
             one.broker.start()
+            one.rules.start()
 
         # Warm the verification badges and the visibility indexes off the request path.
         def warm_up() -> None:
@@ -180,6 +181,7 @@ def create_app(
             publisher.close()
         for one in desks:
             one.broker.stop()
+            one.rules.stop()
 
     app = FastAPI(
         title="Signoff desk",

@@ -171,6 +171,8 @@ class RuleVerifier:
         self._last: RuleStatus = RuleStatus(None, 0, 0, None, None, False, None)
         self._last_full = 0.0
         self.child_runs = 0  # full runs made in a child process
+        self._child: Any = None  # the one running, if any
+        self._stopped = False
 
     def status(self, *, wait: float = 0.0) -> RuleStatus:
         """The latest result; starts a new run in the background if the log grew since."""
@@ -231,21 +233,45 @@ class RuleVerifier:
         import sys
 
         asked = json.dumps({"url": self.store.url, "log": self.store.log_id})
-        # -P: the installed signoff, never a ``signoff`` package in the directory the desk was started from.
-        proc = subprocess.run(
-            [sys.executable, "-P", "-m", "signoff.desk.verify_child"], input=asked, capture_output=True, text=True
-        )
-        self.child_runs += 1
+        with self._lock:
+            if self._stopped:
+                return False, self._last.size, 0, "verifier could not run: the desk is stopping"
+            # -P: the installed signoff, never a ``signoff`` package in the directory the desk was started from.
+            proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "signoff.desk.verify_child"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            self._child = proc
+            self.child_runs += 1
         try:
-            found = json.loads(proc.stdout) if proc.returncode == 0 else None
+            out, err = proc.communicate(asked)
+        finally:
+            with self._lock:
+                self._child = None
+        try:
+            found = json.loads(out) if proc.returncode == 0 else None
         except ValueError:
             found = None
         if not isinstance(found, dict):
-            return False, self._last.size, 0, _child_failure(proc)
+            return False, self._last.size, 0, _child_failure(proc.returncode, err)
         return bool(found["ok"]), int(found["size"]), int(found["checked_from"]), found["failure"]
 
+    def start(self) -> None:
+        """Allow full runs (again): the desk's start-up; a desk's app may be started after a stop."""
+        with self._lock:
+            self._stopped = False
 
-def _child_failure(proc: Any) -> str:
+    def stop(self) -> None:
+        """End a full check running in its child process, and start no other (the desk is shutting down):
+        a child left behind would read the whole log for nobody."""
+        with self._lock:
+            self._stopped = True
+            child = self._child
+        if child is not None and child.poll() is None:
+            child.kill()
+
+
+def _child_failure(returncode: int, stderr: str | None) -> str:
     """What a child that did not report says: its exit status and the last line it wrote to stderr."""
-    lines = (proc.stderr or "").strip().splitlines()
-    return f"verifier could not run: exit {proc.returncode}: {lines[-1] if lines else 'no message'}"
+    lines = (stderr or "").strip().splitlines()
+    return f"verifier could not run: exit {returncode}: {lines[-1] if lines else 'no message'}"

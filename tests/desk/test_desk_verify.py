@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,3 +107,32 @@ def test_after_a_checkpoint_the_check_is_incremental_and_stays_here(env: Env) ->
     found = settled(rules)
     assert found.ok is True and found.checked_from == point and found.checkpoint_size == point
     assert rules.child_runs == 0
+
+
+def test_a_desk_that_stops_ends_its_running_child(env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env.open()
+    slow = tmp_path / "slow" / "signoff"  # a package the child imports first, and that takes a minute
+    slow.mkdir(parents=True)
+    (slow / "__init__.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", str(slow.parent))
+    rules = RuleVerifier(env.desk.store)
+    assert rules.status().running
+    deadline = time.monotonic() + 10
+    while rules._child is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child = rules._child
+    assert child is not None and child.poll() is None
+    started = time.monotonic()
+    rules.stop()
+    assert child.wait(5) == -signal.SIGKILL
+    found = settled(rules)
+    assert time.monotonic() - started < 5
+    assert found.ok is False and found.failure == f"verifier could not run: exit {-signal.SIGKILL}: no message"
+    rules.full_every = 0  # a full run due each time the log grows, and it did: no other child starts
+    env.open()
+    assert settled(rules).failure == "verifier could not run: the desk is stopping"
+    assert rules.child_runs == 1
+    rules.start()  # the desk's app started again
+    monkeypatch.delenv("PYTHONPATH")
+    env.open()
+    assert settled(rules).ok is True and rules.child_runs == 2
