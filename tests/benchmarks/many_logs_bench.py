@@ -47,42 +47,37 @@ SIGNER = Signer.generate()
 BATCH = 200
 
 
+def _batches(tag: str, n: int, prefix: str) -> Any:
+    """``n`` calls in frontiers of ``BATCH``, as three tools of four agents make them."""
+    for b in range(0, n, BATCH):
+        yield (
+            b,
+            [
+                CallSpec(
+                    app=tag,
+                    user="u",
+                    session=f"{tag}-{prefix}s{b}",
+                    invocation=f"{tag}-{prefix}i{b}",
+                    confirmation_id=f"{prefix}c{b}-{k}",
+                    call_id=f"{prefix}k{b}-{k}",
+                    tool=("transfer", "send_email", "delete_record")[k % 3],
+                    args={"amount": k, "currency": "EUR", "to": f"acct-{b + k}", "memo": f"Invoice {b + k}"},
+                    agent=f"agent{k % 4}",
+                    context={"user": "bench", "model": "bench"},
+                )
+                for k in range(min(BATCH, n - b))
+            ],
+        )
+
+
 def _fill(svc: ReviewService, pending: int, tag: str) -> None:
-    for b in range(0, pending, BATCH):
-        specs = [
-            CallSpec(
-                app=tag,
-                user="u",
-                session=f"{tag}-s{b}",
-                invocation=f"{tag}-i{b}",
-                confirmation_id=f"c{b}-{k}",
-                call_id=f"k{b}-{k}",
-                tool=("transfer", "send_email", "delete_record")[k % 3],
-                args={"amount": k, "currency": "EUR", "to": f"acct-{b + k}", "memo": f"Invoice {b + k}"},
-                agent=f"agent{k % 4}",
-                context={"user": "bench", "model": "bench"},
-            )  # fmt: skip
-            for k in range(min(BATCH, pending - b))
-        ]
+    for b, specs in _batches(tag, pending, ""):
         svc.open_frontier(specs, actor="agent:bench", policies=Policy(role="finance", deadline_seconds=86400 + b))
 
 
 def _decide(svc: ReviewService, decided: int, tag: str) -> None:
     """``decided`` reviews opened and approved, each decision signed."""
-    for b in range(0, decided, BATCH):
-        specs = [
-            CallSpec(
-                app=tag,
-                user="u",
-                session=f"{tag}-d{b}",
-                invocation=f"{tag}-di{b}",
-                confirmation_id=f"dc{b}-{k}",
-                call_id=f"dk{b}-{k}",
-                tool="transfer",
-                args={"amount": k, "to": f"acct-{b + k}"},
-            )  # fmt: skip
-            for k in range(min(BATCH, decided - b))
-        ]
+    for _b, specs in _batches(tag, decided, "d"):
         for review in svc.open_frontier(specs, actor="agent:bench", policies=Policy(role="finance")).reviews:
             svc.approve(review.id, reviewer=REVIEWER, rationale="bench", signer=SIGNER)
 
