@@ -41,6 +41,7 @@ from signoff.bridge._policy import Policies
 FORCED_PAUSE_STATUS = "awaiting review"
 AUTO_PREFIX = "auto:"  # the confirmation id of an auto-approved call (it never paused, so ADK gave it none)
 IN_FLIGHT_SECONDS = 600.0
+MAX_ERROR = 800  # characters of a tool's error kept in its run.resume_failed reason
 _WF_PREFIX = WORKFLOW_CONFIRMATION_PREFIX
 log = logging.getLogger("signoff.bridge")
 
@@ -313,10 +314,37 @@ class ToolGate:
             return
         manager.register_plugin(self.signoff.plugin(name=f"signoff-{id(self.signoff):x}"))
 
-    def forget(self, tool_context: Any) -> None:
-        """The tool raised (or was cancelled): nothing ran to completion, so nothing is recorded."""
-        self._running.pop(_run_key(tool_context), None)
+    async def failed(self, tool_context: Any, error: BaseException) -> None:
+        """The tool raised: no ``tool.executed``, and ``run.resume_failed`` for its call, whoever sent its
+        answer. A raise proves nothing about the effect (a timeout after the charge raises too), so the
+        call never runs again by itself: no resumer, restart or takeover sends it, and :meth:`before`
+        refuses it. Best effort: a log that refuses it (a call auto-approved by a policy has no resume to
+        fail) is logged.
+
+        A cancelled call (ADK passes the ``CancelledError`` here too: a client that disconnected, a node
+        timeout) is only forgotten, as before: a take-over may send it again once its runner is gone.
+        Issue 33 (``tool.started``) makes that an unknown outcome for a person to settle."""
+        review = self._running.pop(_run_key(tool_context), None)
         self._in_flight.pop(_run_key(tool_context), None)
+        if review is None or not isinstance(error, Exception):
+            return
+        text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        reason = (
+            f"the tool raised {type(error).__name__}: {text}"[:MAX_ERROR]
+            + "; its outcome is unknown (it may have taken effect), so it is not run again by itself"
+        )
+        try:
+            entry = await asyncio.to_thread(
+                self.signoff.reviews.record_resume_failure,
+                review.frontier,
+                actor=agent_actor(tool_context.agent_name),
+                reviews=[review.id],
+                reason=reason,
+            )
+        except AuditError as exc:
+            log.error("%s(): review %s raised; run.resume_failed not recorded: %s", review.tool, review.id, exc)
+            return
+        log.warning("%s(): review %s raised; recorded run.resume_failed at seq %d", review.tool, review.id, entry.seq)
 
 
 def _noted(result: Any, note: str) -> dict[str, Any]:

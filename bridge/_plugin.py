@@ -61,7 +61,7 @@ class PluginHost(GuardHost, Protocol):
         self, tool: BaseTool, args: dict[str, Any], tool_context: Any, result: Any
     ) -> dict[str, Any] | None: ...
 
-    def tool_failed(self, tool_context: Any) -> None: ...
+    async def tool_failed(self, tool_context: Any, error: BaseException) -> None: ...
 
     def busy_session(self, session_id: str) -> str | None: ...
 
@@ -84,7 +84,8 @@ class SignoffPlugin(BasePlugin):
       itself binds each paused call to its review, and ``adk web``'s event view says where to decide.
     * ``before_tool_callback``: see :meth:`Signoff.before_tool`.
     * ``after_tool_callback``: see :meth:`Signoff.after_tool`.
-    * ``on_tool_error_callback``: a tool that raised is not recorded as executed (the error is ADK's).
+    * ``on_tool_error_callback``: a tool that raised is not recorded as executed (the error is ADK's); its
+      outcome is unknown, so ``run.resume_failed`` names it and it never runs again by itself.
     * ``before_model_callback``: an answer to a question under review (kind ``input``) that the model is
       about to read is the signed one, and is recorded once as delivered (:mod:`signoff.bridge._answers`).
     * Cancellation (:mod:`signoff.bridge._rewind`): an abort event (``INVOCATION_ABORTED``) that seals a
@@ -301,5 +302,5 @@ class SignoffPlugin(BasePlugin):
     ) -> dict[str, Any] | None:
         if isinstance(tool, AgentTool):
             AGENT_TOOL_OF.set(None)
-        self.signoff.tool_failed(tool_context)
+        await self.signoff.tool_failed(tool_context, error)
         return None

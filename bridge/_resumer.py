@@ -78,7 +78,8 @@ PAUSE_SETTLE_SECONDS = 2.0  # a pause's last event not stored this long after it
 MAX_REASON = 1000  # characters of a run.resume_failed reason (an error message can be long)
 
 StepHook = Callable[[str, str], None]
-"""Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent`` and ``after_send``."""
+"""Called as ``hook(step, frontier_id)`` at ``before_claim``, ``after_claim``, ``sent``, ``ran`` (the run ended,
+before its ``run.replied``) and ``after_send``."""
 
 
 class ResumerHost(Protocol):
@@ -467,8 +468,14 @@ class Resumer:
             answered = set()
         todo = [r for r in frontier.reviews if ids[r.id] not in answered]
         if not todo:
-            if how == "recovered" and not _ran_on(session.events, frontier, self.root_name):
+            if how != "recovered":
+                return None
+            if not _ran_on(session.events, frontier, self.root_name):
                 return await self._drive(frontier, None, how="redriven")
+            if not frontier.replied:  # the run ended, and its worker died before run.replied: the session says it
+                reply = _reply_in(session.events, frontier)
+                if reply:
+                    await asyncio.to_thread(self._record_reply, frontier.id, reply)
             return None
         refused = [r.id for r in todo if relayed_edit(r) and not r.resume_failed]
         if refused:  # the remote would run the unedited args: it is told no, and the log says why
@@ -491,10 +498,10 @@ class Resumer:
                 if count == 0:
                     self._step("sent", frontier.id)
                 count += 1
-                if event.author != "user" and event.is_final_response():
-                    reply = _text(event) or reply
+                reply = _final_text(event) or reply
                 if self.on_event is not None:
                     self.on_event(event)
+        self._step("ran", frontier.id)
         if reply:
             await asyncio.to_thread(self._record_reply, frontier.id, reply)
         return Resumed(frontier.id, first.session, first.invocation, how, count)
@@ -571,6 +578,10 @@ class Resumer:
                 self.signoff.note_claim(frontier.id)
                 try:
                     result = await self._send_retrying(frontier, how="recovered")
+                except Exception as exc:  # noqa: BLE001
+                    # As on a first send: the log says the run failed, so no later restart drives it again.
+                    await self._record_failure(frontier, exc)
+                    raise
                 finally:
                     await asyncio.to_thread(self.leases.release, frontier_id)
             except Exception as exc:  # noqa: BLE001 - one frontier fails alone
@@ -629,6 +640,27 @@ def _ran_on(events: list[Event], frontier: Frontier, root: str = "") -> bool:
     """Whether the run finished after the message answering ``frontier``: the root agent ended
     (``end_of_agent``), or an agent gave a final response with something in it (ADK also stores empty
     events that count as final responses, before a tool has run)."""
+    return any(
+        ev.author != "user"
+        and (
+            (bool(root) and ev.author == root and bool(ev.actions.end_of_agent))
+            or (ev.is_final_response() and bool(ev.content and ev.content.parts))
+        )
+        for ev in events[_answer_at(events, frontier) + 1 :]
+    )
+
+
+def _reply_in(events: list[Event], frontier: Frontier) -> str:
+    """The agent's last final words after the message answering ``frontier`` (what :meth:`Resumer._drive`
+    records as ``run.replied``), as the session stored them; empty if none."""
+    reply = ""
+    for ev in events[_answer_at(events, frontier) + 1 :]:
+        reply = _final_text(ev) or reply
+    return reply
+
+
+def _answer_at(events: list[Event], frontier: Frontier) -> int:
+    """The index of the user event that answers ``frontier``'s pause, or ``len(events)`` if none does."""
     ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
     invocation = frontier.reviews[0].call.invocation
     pause = max(
@@ -639,23 +671,13 @@ def _ran_on(events: list[Event], frontier: Frontier, root: str = "") -> bool:
         ),
         default=0,
     )
-    answer = next(
+    return next(
         (
             i
             for i in range(pause, len(events))
             if events[i].author == "user" and any(fr.id in ids for fr in events[i].get_function_responses())
         ),
-        None,
-    )
-    if answer is None:
-        return False
-    return any(
-        ev.author != "user"
-        and (
-            (bool(root) and ev.author == root and bool(ev.actions.end_of_agent))
-            or (ev.is_final_response() and bool(ev.content and ev.content.parts))
-        )
-        for ev in events[answer + 1 :]
+        len(events),
     )
 
 
@@ -696,6 +718,9 @@ def _describe(exc: BaseException) -> str:
     return text if isinstance(exc, AuditError) and text else f"{type(exc).__name__}: {text}"
 
 
-def _text(event: Event) -> str:
+def _final_text(event: Event) -> str:
+    """The text of an agent's final response (thoughts left out); empty for any other event."""
+    if event.author == "user" or not event.is_final_response():
+        return ""
     parts = event.content.parts if event.content and event.content.parts else []
     return "".join(p.text for p in parts if p.text and not p.thought).strip()

@@ -400,9 +400,10 @@ class Signoff:
             return None
         return await self.before_tool(tool, args, tool_context)
 
-    def tool_failed(self, tool_context: Any) -> None:
-        """Forget a reviewed call whose tool raised: no ``tool.executed`` is recorded for it."""
-        self._gate.forget(tool_context)
+    async def tool_failed(self, tool_context: Any, error: BaseException) -> None:
+        """A reviewed call whose tool raised: no ``tool.executed``, and ``run.resume_failed`` (its outcome
+        is unknown, so it never runs again by itself)."""
+        await self._gate.failed(tool_context, error)
 
 
 def default_signoff() -> Signoff:

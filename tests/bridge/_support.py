@@ -35,6 +35,7 @@ warnings.filterwarnings("ignore", category=UserWarning)
 
 REVIEWER = "human:alice@example.org"
 RUNS_ENV = "SIGNOFF_TEST_RUNS"
+RAISES_ENV = "SIGNOFF_TEST_TRANSFER_RAISES"  # set: transfer() takes effect (its run is recorded), then raises
 
 
 def key_of(actor: str) -> Signer:
@@ -110,6 +111,8 @@ def _record(tool: str, args: dict[str, Any], tool_context: ToolContext | None, *
 def transfer(amount: int, to: str, tool_context: ToolContext) -> dict[str, Any]:
     """Transfer money to an account."""
     _record("transfer", {"amount": amount, "to": to}, tool_context)
+    if os.environ.get(RAISES_ENV):  # a provider that charged, then lost its answer
+        raise TimeoutError("the payments provider did not answer in time")
     return {"ok": True, "amount": amount, "to": to}
 
 

@@ -9,51 +9,22 @@ every frontier was resumed exactly once and every tool ran exactly once.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from _support import REVIEWER, REVIEWER_KEY, Harness, runs, single_agent, transfer_script
-from conftest import ROOT, assert_bound
+from _zygote import Zygote
+from conftest import assert_bound
 
 from signoff import bridge
 
 # Every point of a resume: before the claim, after it, the answer sent but not yet stored by ADK, stored
 # (the run's first event), the tool entered, the tool done (tool.executed) but its response not stored,
-# and after the run.
-STEPS = ["before_claim", "after_claim", "before_store", "sent", "in_tool", "after_tool", "after_send"]
+# the run ended but its run.replied not written, and after the run.
+STEPS = ["before_claim", "after_claim", "before_store", "sent", "in_tool", "after_tool", "ran", "after_send"]
 ACTOR = "agent:resumer-crashy"
-PROC = Path(__file__).resolve().parent / "_proc.py"
-
-
-class Zygote:
-    def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{PROC.parent}"}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(PROC), "zygote"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-
-    def run(self, *args: object) -> dict[str, int]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(list(args)) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, "the zygote died"
-        return dict(json.loads(line))
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
 
 
 async def _paused_sessions(signoff: bridge.Signoff, tmp_path: Path, count: int) -> list[str]:
@@ -112,6 +83,9 @@ async def test_sigkill_resumer_exactly_once(store_url: str, runs_file: Path, tmp
     opened = [e.body for e in signoff.store.entries(kind="review.opened")]
     assert len(opened) == len(sessions)
     assert set(claims.values()) == {1} and len(claims) == len(opened)
+    # ... and each one's reply is on the log once, a run that ended as its worker died included.
+    replied = Counter(e.body["frontier"] for e in signoff.store.entries(kind="run.replied"))
+    assert replied == Counter({frontier: 1 for frontier in claims}), replied
     ran = Counter(r["session"] for r in runs(runs_file))
     assert ran == Counter({s: 1 for s in sessions})
     for body in opened:
@@ -131,5 +105,33 @@ async def test_sigkill_resumer_exactly_once(store_url: str, runs_file: Path, tmp
             p.text for e in events if e.content for p in e.content.parts or [] if (p.text or "").startswith("done:")
         ]
         assert len(finals) == 1, (sid, finals)
+    assert_bound(signoff.store)
+    signoff.close()
+
+
+@pytest.mark.asyncio
+async def test_a_reply_the_session_holds_is_recorded_by_the_restart(
+    store_url: str, runs_file: Path, tmp_path: Path
+) -> None:
+    """Issue 34 item 4: the worker dies after the run ended (its reply in the session) and before
+    ``run.replied``. The restarted worker records the reply from the session, without driving the run
+    again, and from then on its recovery leaves the frontier alone (done on the log)."""
+    signoff = bridge.Signoff(store_url)
+    [session] = await _paused_sessions(signoff, tmp_path, count=1)
+    sessions_spec = f"sqlite:{tmp_path / 'sessions.db'}"
+    zygote = Zygote()
+    try:
+        assert zygote.run(store_url, sessions_spec, ACTOR, "ran", str(tmp_path / "k.json")) == {"exit": -1, "signal": 9}
+        assert not list(signoff.store.entries(kind="run.replied"))
+        for i in range(2):
+            out = tmp_path / f"restart-{i}.json"
+            assert zygote.run(store_url, sessions_spec, ACTOR, None, str(out)) == {"exit": 0, "signal": 0}
+            assert json.loads(out.read_text()) == []  # nothing sent or driven again
+    finally:
+        zygote.close()
+    [reply] = [e.body for e in signoff.store.entries(kind="run.replied")]
+    frontier = signoff.reviews.frontier(reply["frontier"])
+    assert frontier.replied and frontier.reviews[0].call.session == session
+    assert len(runs(runs_file)) == 1
     assert_bound(signoff.store)
     signoff.close()
