@@ -92,17 +92,17 @@ def check_pack(
     vkey = log_vkey or str(manifest.get("log_vkey") or "")
     if not 0 <= quorum <= len(witnesses):
         raise UnusableInput(f"--quorum: expected 0..{len(witnesses)} (the witnesses given), found {quorum}")
+    _check_keys(vkey, "--log-vkey" if log_vkey else f"{directory}/manifest.json log_vkey", witnesses)
     scope = Range(str(manifest.get("since")), str(manifest.get("until")), str(manifest.get("tool") or ""))
     # 1. the anchor: the slice's last entry in the log key's checkpoint, cosigned by the witnesses given
+    anchor_proof = _read(directory, "anchor.tlog-proof")
     try:
-        anchor = check_tlog_proof(_read(directory, "anchor.tlog-proof"), vkey, witnesses, quorum)
-    except (ProofError, AuditError, C2SPFormatError) as exc:
-        if isinstance(exc, UnusableInput):
-            raise
+        anchor = check_tlog_proof(anchor_proof, vkey, witnesses, quorum)
+    except (ProofError, AuditError) as exc:  # the keys were checked: a file that does not parse was altered
         raise VerificationFailed(
             None, "anchor.tlog-proof", "the slice's last entry in the log's checkpoint", str(exc)
         ) from None
-    if _read(directory, "checkpoint.txt") not in _read(directory, "anchor.tlog-proof"):
+    if _read(directory, "checkpoint.txt") not in anchor_proof:
         raise VerificationFailed(None, "checkpoint.txt", "the checkpoint the anchor proves the slice in", "another one")
     # 2. the slice: canonical lines, dense seqs, each linked to the one before, the last the anchor's entry
     entries = _entries(_read(directory, "entries.jsonl"), "entries.jsonl")
@@ -159,6 +159,17 @@ def check_pack(
     if log_vkey is None:
         report.notes.append("the log's vkey came from the pack itself: pass --log-vkey to trust your own copy")
     return report
+
+
+def _check_keys(vkey: str, source: str, witnesses: Sequence[str]) -> None:
+    """The auditor's keys (and the pack's own vkey, when none is given), before any file is checked: a
+    key that does not parse is unusable input (exit 2) naming where it came from, so that from then on a
+    receipt or proof that does not parse is the pack's fault (exit 1, naming its file)."""
+    for where, text in [(source, vkey), *(("--witness", w) for w in witnesses)]:
+        try:
+            verifier_from_vkey(text)
+        except C2SPFormatError as exc:
+            raise UnusableInput(f"{where}: {exc}") from None
 
 
 def _leaf_of(entry: dict[str, Any]) -> str:
@@ -283,18 +294,13 @@ def _check_receipts(
     for row in derived:
         if not row.decided_seq:
             continue
+        name = f"receipts/{row.review}.tlog-proof"
+        if not (directory / name).is_file():
+            raise VerificationFailed(int(row.decided_seq), name, "the receipt of the review's decision", "no file")
         try:
-            receipt = check_tlog_proof(_read(directory, f"receipts/{row.review}.tlog-proof"), vkey, witnesses, quorum)
-        except (ProofError, C2SPFormatError) as exc:
-            raise VerificationFailed(
-                int(row.decided_seq), f"receipts/{row.review}.tlog-proof", "a receipt that holds", str(exc)
-            ) from None
-        except AuditError as exc:
-            if isinstance(exc, UnusableInput):
-                raise
-            raise VerificationFailed(
-                int(row.decided_seq), f"receipts/{row.review}.tlog-proof", "a receipt that holds", str(exc)
-            ) from None
+            receipt = check_tlog_proof(_read(directory, name), vkey, witnesses, quorum)
+        except (ProofError, AuditError) as exc:  # the keys were checked: a file that does not parse was altered
+            raise VerificationFailed(int(row.decided_seq), name, "a receipt that holds", str(exc)) from None
         decided = by_seq.get(int(row.decided_seq))
         if decided is None or receipt.index != decided.seq or _leaf_of(receipt.entry) != decided.hash:
             raise VerificationFailed(

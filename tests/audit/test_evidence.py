@@ -178,6 +178,38 @@ def test_a_receipt_or_proof_altered_is_named(
         _check(out, history, witnesses)
 
 
+def test_a_receipt_that_no_longer_parses_or_is_gone_is_named_with_exit_1(
+    store: Store, tmp_path: Path, history: dict[str, Any], witnesses: Witnesses
+) -> None:
+    """Issue 34 item 3: a receipt whose lines no longer parse gave exit 2 ("tlog proof: expected a line
+    'index <N>'") without naming the file. It is the pack that was altered: exit 1, naming it; a key
+    the auditor gives that does not parse is still unusable input (exit 2), naming the flag."""
+    out = _pack(store, tmp_path, history)
+    review = history["in_range"][2]
+    receipt = out / "receipts" / f"{review}.tlog-proof"
+    good = receipt.read_bytes()
+    receipt.write_bytes(b"\n".join(line for line in good.split(b"\n") if not line.startswith(b"index ")))
+    with pytest.raises(VerificationFailed, match=rf"receipts/{review}\.tlog-proof.*expected a line 'index <N>'"):
+        _check(out, history, witnesses)
+    done = run_cli(None, None, "verify", str(out), "--log-vkey", history["vkey"])
+    assert done.returncode == 1, done.stderr
+    assert f"receipts/{review}.tlog-proof" in done.stdout + done.stderr
+    receipt.unlink()
+    with pytest.raises(VerificationFailed, match=rf"receipts/{review}\.tlog-proof.*no file"):
+        _check(out, history, witnesses)
+    receipt.write_bytes(good)
+    anchor = out / "anchor.tlog-proof"
+    kept = anchor.read_bytes()
+    anchor.write_bytes(kept.replace(b"index ", b"indx "))
+    with pytest.raises(VerificationFailed, match="anchor.tlog-proof"):
+        _check(out, history, witnesses)
+    anchor.write_bytes(kept)
+    with pytest.raises(UnusableInput, match="--log-vkey: "):
+        check_pack(out, log_vkey="not-a-vkey")
+    with pytest.raises(UnusableInput, match="--witness: "):
+        check_pack(out, log_vkey=history["vkey"], witnesses=["not-a-vkey"], quorum=1)
+
+
 def test_the_auditors_keys_not_the_packs(
     store: Store, tmp_path: Path, history: dict[str, Any], witnesses: Witnesses
 ) -> None:
