@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from signoff.audit.cli_common import add_json, emit, verb
@@ -25,10 +25,17 @@ _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0}
 
 def parse_until(text: str, now: datetime) -> datetime:
     """``--until``: a date (``2027-01-03``: the delegation ends as that day begins, UTC), a time
-    (``2027-01-03T09:00:00Z``, or with an offset), or a span from now (``7d``, ``12h``, ``30m``)."""
+    (``2027-01-03T09:00:00Z``, or with an offset), or a span from now (``7d``, ``12h``, ``30m``), at most
+    the record's longest span (:data:`signoff.audit.limits.MAX_SECONDS`)."""
+    from signoff.audit.entry import later
+    from signoff.audit.limits import MAX_DAYS, MAX_SECONDS
+
     span = _DURATION.match(text.strip())
     if span:
-        return now + timedelta(seconds=float(span.group(1)) * _UNITS[span.group(2)])
+        seconds = float(span.group(1)) * _UNITS[span.group(2)]
+        if seconds > MAX_SECONDS:
+            raise UnusableInput(f"--until: expected a span of at most {MAX_DAYS:,}d, found {text!r}")
+        return later(now, seconds)
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

@@ -43,8 +43,10 @@ def cmd_erase(args: argparse.Namespace) -> int:
     else:
         done = erasure.erase_requester(store, args.requester, reason=args.reason, admin=admin, fields=args.field)
     rows = [_erased_json(item) for item in done]
-    if args.vacuum:
-        erasure.vacuum(store)
+    out: dict[str, Any] = {"erased": rows}
+    vacuumed = erasure.vacuum(store) if args.vacuum else None
+    if vacuumed is not None:
+        out["vacuum"] = {"done": vacuumed.done, **({"why": vacuumed.why} if vacuumed.why else {})}
 
     def text() -> None:
         if not rows:
@@ -54,9 +56,12 @@ def cmd_erase(args: argparse.Namespace) -> int:
                 print(f"{row['review']}: not erased: {row['refused']}")
             else:
                 print(f"{row['review']}: erased {row['erased']} value(s), data.erased at seq {row['seq']}")
+        if vacuumed is not None:  # after the erasure's own outcome, which is committed whatever this says
+            print("vacuum: done" if vacuumed.done else f"vacuum: not done: {vacuumed.why}")
 
-    emit(args, {"erased": rows}, text)
-    return 0 if all("refused" not in row for row in rows) else 2
+    emit(args, out, text)
+    ok = all("refused" not in row for row in rows) and (vacuumed is None or vacuumed.done)
+    return 0 if ok else 2
 
 
 def cmd_retention_run(args: argparse.Namespace) -> int:

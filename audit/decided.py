@@ -419,7 +419,7 @@ def _prove_auto(store: LogReader, review: Review, auto: Entry, cache: TrustCache
     signed it, and its rule, evaluated again on the call's own inputs, lets the call through."""
     _check_link(store, auto, cache)
     found = [parse_entry(bytes(r.raw)) for r in store.read_rows(_POLICIES, store.log_id, auto.seq)]
-    defs = [policies.parse(e.body, e.seq) for e in found if e.kind == "policy.set"]
+    defs = [policies.parse(e.body, e.seq, on_log=True) for e in found if e.kind == "policy.set"]
     in_force = policies.in_force(defs, review.tool)
     call = review.call
     needed, why = True, "no policy is in force"

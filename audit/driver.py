@@ -77,6 +77,9 @@ def safe_url(url: str) -> str:
         return "<store>"
 
 
+BUSY_TIMEOUT_MS = 60000  # how long a SQLite connection waits for another's lock
+
+
 def sqlite_engine(
     url: str, *, write: bool, synchronous: str = "FULL", pool_size: int = 16, max_overflow: int = 32
 ) -> Engine:
@@ -95,7 +98,7 @@ def sqlite_engine(
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         # Erased values (audit erase) are overwritten with zeros in the file, not only unlinked
         # from its b-tree (https://sqlite.org/pragma.html#pragma_secure_delete).
         cursor.execute("PRAGMA secure_delete=ON")

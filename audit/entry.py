@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from signoff.audit.canonical import canonical, check, encode_checked
@@ -84,6 +84,21 @@ def format_time(moment: datetime) -> str:
     if moment.tzinfo is not UTC:
         moment = moment.astimezone(UTC)
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+END_OF_TIME = datetime.max.replace(tzinfo=UTC)
+"""The last moment a time on the log can name (``9999-12-31T23:59:59.999999Z``)."""
+
+
+def later(moment: datetime, seconds: float) -> datetime:
+    """``moment`` plus ``seconds``, or :data:`END_OF_TIME` for a span that would pass it (a retention,
+    deadline, escalation or claim that long never comes). Never raises ``OverflowError``: a log that
+    holds such a span, written before spans were bounded (:data:`signoff.audit.limits.MAX_SECONDS`),
+    still verifies and still takes new entries."""
+    room = (END_OF_TIME - moment).total_seconds()
+    if not seconds < room:  # also infinity and NaN
+        return END_OF_TIME
+    return moment + timedelta(seconds=seconds)
 
 
 def parse_time(text: str) -> datetime:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from signoff.audit import rules, sealing, trust, values
-from signoff.audit.entry import Entry, check_actor, format_time, parse_time
+from signoff.audit.driver import BUSY_TIMEOUT_MS
+from signoff.audit.entry import Entry, check_actor, format_time, later, parse_time
 from signoff.audit.errors import NotAllowed, ReviewError, UnknownReview
 from signoff.audit.keys import Signer
 from signoff.audit.limits import bounded_text
@@ -197,10 +197,7 @@ def retention_due(store: Store) -> list[str]:
         if str(row.id) not in holding:
             continue
         retain = (json.loads(row.data).get("policy") or {}).get("retain_seconds")
-        if (
-            isinstance(retain, int | float)
-            and format_time(parse_time(row.opened_at) + timedelta(seconds=retain)) <= now
-        ):
+        if isinstance(retain, int | float) and format_time(later(parse_time(row.opened_at), retain)) <= now:
             due.append(str(row.id))
     return due
 
@@ -218,7 +215,7 @@ def retention_run(store: Store, *, actor: str = "service:signoff", signer: Signe
             row = tx.rows(_ROW, rid, tx.log)[0]
             retain = float(json.loads(row.data)["policy"]["retain_seconds"])
             review, _front = read_review_in(tx.rows, tx.log, rid, row.frontier or None, pending=tx.appended)
-            if tx.at < format_time(review.opened_at + timedelta(seconds=retain)):
+            if tx.at < format_time(later(review.opened_at, retain)):
                 raise NothingToErase(f"review {rid}: its retention has not passed")
             return _erase_in(tx, rid, actor=actor, reason=trust.RETENTION, signer=signer, fields=None, extra={})
 
@@ -226,15 +223,50 @@ def retention_run(store: Store, *, actor: str = "service:signoff", signer: Signe
     return out
 
 
-def vacuum(store: Store) -> None:
+VACUUM_WAIT_MS = 5000  # how long the SQLite checkpoint waits for other connections' readers
+
+
+@dataclass(frozen=True)
+class Vacuumed:
+    """What ``audit erase --vacuum`` did: ``done``, or why not (``why``, for the person to act on)."""
+
+    done: bool
+    why: str = ""
+
+
+def vacuum(store: Store) -> Vacuumed:
     """Give erased values' bytes back (``audit erase --vacuum``): on SQLite (which overwrites deleted
     cells itself, ``PRAGMA secure_delete``) checkpoint the WAL into the file and truncate it; on
     PostgreSQL rewrite ``signoff_value`` (``VACUUM FULL``: its dead row versions go with the old file)
     and ``CHECKPOINT``. PostgreSQL's WAL segments keep the inserted values until they are recycled,
-    and backups keep them for ever: README, "Personal data"."""
+    and backups keep them for ever: README, "Personal data".
+
+    SQLite's checkpoint runs on a raw connection outside any transaction (the engine's own ``BEGIN
+    IMMEDIATE`` would make it fail with "database table is locked"). It waits for readers up to the
+    busy timeout; a reader that still holds an old snapshot then (another process reading the store)
+    leaves the checkpoint incomplete, and the result says so (https://sqlite.org/pragma.html#pragma_wal_checkpoint).
+    """
+    if store.backend == "sqlite":
+        raw = store.write_engine.raw_connection()
+        try:
+            conn: Any = raw.driver_connection
+            conn.execute(f"PRAGMA busy_timeout={VACUUM_WAIT_MS}")
+            try:
+                busy, frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        finally:
+            raw.close()
+        if busy:
+            return Vacuumed(
+                False,
+                f"the WAL checkpoint could not finish ({moved} of {frames} pages written back): another "
+                f"connection kept reading the store for {VACUUM_WAIT_MS // 1000} s; the erased values stay in the "
+                "WAL file until a checkpoint completes: SQLite makes one as the WAL grows, and when the last "
+                "process closes the store",
+            )
+        return Vacuumed(True)
     with store.write_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        if store.backend == "sqlite":
-            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        else:
-            conn.exec_driver_sql("VACUUM FULL signoff_value")
-            conn.exec_driver_sql("CHECKPOINT")
+        conn.exec_driver_sql("VACUUM FULL signoff_value")
+        conn.exec_driver_sql("CHECKPOINT")
+    return Vacuumed(True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from signoff.audit.canonical import canonical, check
-from signoff.audit.errors import CanonicalFormError
+from signoff.audit.errors import CanonicalFormError, InvalidEntry
 
 MAX_VALUE_DEPTH = 32
 """Levels of nesting in args, a payload or a patch (the entry around them adds a few more)."""
@@ -24,6 +24,11 @@ MAX_PATCH_OPS = 1_000
 """Operations in one patch."""
 MAX_TEXT = 10_000
 """Characters in a rationale, a reason, a hint or a conversation excerpt."""
+MAX_DAYS = 36_500
+MAX_SECONDS = MAX_DAYS * 86_400.0
+"""The longest span the record accepts (100 years): a deadline, an escalation, a claim, a retention, a
+delegation. Longer ones are refused at the write; a log written before this bound still verifies (its
+times stop at :data:`signoff.audit.entry.END_OF_TIME`)."""
 
 
 def _depth(value: Any, path: str, limit: int) -> None:
@@ -59,6 +64,15 @@ def bounded_text(value: Any, path: str, limit: int = MAX_TEXT) -> str:
     if len(value) > limit:
         raise CanonicalFormError(path, f"expected at most {limit:,} characters, found {len(value):,}")
     return value
+
+
+def bounded_seconds(value: Any, path: str) -> float:
+    """A span in seconds: a finite number > 0 and at most :data:`MAX_SECONDS`; :class:`InvalidEntry`
+    names ``path`` and the bound."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_SECONDS:
+        raise InvalidEntry(f"{path}: expected a number of seconds > 0 and at most {MAX_SECONDS:,.0f} "
+                           f"({MAX_DAYS:,} days), found {value!r}")  # fmt: skip
+    return float(value)
 
 
 def bounded_patch(patch: Any, path: str = "$.patch") -> None:

@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 from signoff.audit.canonical import canonical
-from signoff.audit.entry import format_time, parse_time
+from signoff.audit.entry import format_time, later, parse_time
 from signoff.audit.errors import InvalidEntry
+from signoff.audit.limits import MAX_DAYS, MAX_SECONDS, bounded_seconds
 
 MAX_APPROVALS = 10
 _FIELDS = {
@@ -82,8 +83,15 @@ def policy_digest(body: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical(dict(body))).hexdigest()
 
 
-def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
-    """A ``policy.set`` body as a :class:`PolicyDef`; :class:`InvalidEntry` names the bad field."""
+def parse(body: Mapping[str, Any], seq: int = -1, *, on_log: bool = False) -> PolicyDef:
+    """A ``policy.set`` body as a :class:`PolicyDef`; :class:`InvalidEntry` names the bad field.
+
+    A new policy's spans (``deadline_seconds``, ``escalate.after_seconds``, ``claim_seconds``,
+    ``retain_values``) are bounded (:func:`signoff.audit.limits.bounded_seconds`). ``on_log``: a body
+    already on the log, written under the rules of its day, which may hold a longer span: it is read as
+    it is (the times it gives stop at :data:`signoff.audit.entry.END_OF_TIME`), and a retention beyond
+    any number (``"1e999d"``) as none (values kept until erased), so that such a log still verifies and
+    still takes new entries."""
     extra = set(body) - _FIELDS
     if extra:
         raise InvalidEntry(f"policy: expected only the fields {sorted(_FIELDS)}, found {sorted(extra)}")
@@ -107,11 +115,11 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
     if role is not None and (not isinstance(role, str) or not role.strip()):
         raise InvalidEntry(f"policy.role: expected a role name, found {role!r}")
     deadline = body.get("deadline_seconds")
-    if deadline is not None and (not isinstance(deadline, int | float) or isinstance(deadline, bool) or deadline <= 0):
-        raise InvalidEntry(f"policy.deadline_seconds: expected a number > 0, found {deadline!r}")
+    if deadline is not None:
+        _span(deadline, "policy.deadline_seconds", on_log)
     escalate = body.get("escalate")
     if escalate is not None:
-        _check_escalate(escalate, deadline)
+        _check_escalate(escalate, deadline, on_log)
     self_approval = body.get("self_approval", False)
     if not isinstance(self_approval, bool):
         raise InvalidEntry(f"policy.self_approval: expected true or false, found {self_approval!r}")
@@ -121,8 +129,7 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
             f"policy.proposal: expected the id of a proposal ('pp_' and 16 hex digits), found {proposal!r}"
         )
     claim = body.get("claim_seconds", 900)
-    if not isinstance(claim, int | float) or isinstance(claim, bool) or claim <= 0:
-        raise InvalidEntry(f"policy.claim_seconds: expected a number > 0, found {claim!r}")
+    _span(claim, "policy.claim_seconds", on_log)
     return PolicyDef(
         name=name.strip(),
         tools=tools.strip(),
@@ -137,7 +144,7 @@ def parse(body: Mapping[str, Any], seq: int = -1) -> PolicyDef:
         retired=bool(body.get("retired", False)),
         digest=policy_digest(body),
         private=_private(body.get("private")),
-        retain_seconds=retain_seconds(body.get("retain_values")),
+        retain_seconds=retain_seconds(body.get("retain_values"), on_log=on_log),
         self_approval=self_approval,
         proposal=proposal,
     )
@@ -151,8 +158,10 @@ def _private(value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def retain_seconds(value: Any) -> float | None:
-    """``retain_values`` in seconds: ``"180d"``, ``"12h"``, ``"30m"``, ``"45s"`` or a number of seconds."""
+def retain_seconds(value: Any, *, on_log: bool = False) -> float | None:
+    """``retain_values`` in seconds: ``"180d"``, ``"12h"``, ``"30m"``, ``"45s"`` or a number of seconds, at
+    most :data:`MAX_DAYS` days. ``on_log`` (see :func:`parse`): longer is read as it is, and beyond any
+    number as None."""
     if value is None:
         return None
     seconds: float | None = None
@@ -163,9 +172,20 @@ def retain_seconds(value: Any) -> float | None:
             seconds = float(value[:-1]) * _UNITS[value[-1]]
         except ValueError:
             seconds = None
-    if seconds is None or not seconds > 0:
-        raise InvalidEntry(f'policy.retain_values: expected a duration > 0 such as "180d", found {value!r}')
-    return seconds
+    if seconds is None or not seconds > 0 or (not on_log and seconds > MAX_SECONDS):
+        raise InvalidEntry(
+            f'policy.retain_values: expected a duration > 0 and at most {MAX_DAYS:,}d such as "180d", found {value!r}'
+        )
+    return seconds if math.isfinite(seconds) else None
+
+
+def _span(value: Any, path: str, on_log: bool) -> None:
+    """A policy's span in seconds: bounded when new (:func:`signoff.audit.limits.bounded_seconds`); a
+    positive number when read from the log."""
+    if not on_log:
+        bounded_seconds(value, path)
+    elif isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise InvalidEntry(f"{path}: expected a number > 0, found {value!r}")
 
 
 def retention_for(policies: Iterable[PolicyDef], tool: str) -> float | None:
@@ -178,14 +198,14 @@ def retention_for(policies: Iterable[PolicyDef], tool: str) -> float | None:
     return everything.retain_seconds if everything is not None else None
 
 
-def _check_escalate(escalate: Any, deadline: Any) -> None:
+def _check_escalate(escalate: Any, deadline: Any, on_log: bool) -> None:
     if not isinstance(escalate, dict) or not isinstance(escalate.get("to_role"), str) or not escalate["to_role"]:
         raise InvalidEntry(f"policy.escalate: expected {{to_role, after_seconds | at_fraction}}, found {escalate!r}")
     after, fraction = escalate.get("after_seconds"), escalate.get("at_fraction")
     if (after is None) == (fraction is None):
         raise InvalidEntry("policy.escalate: expected exactly one of after_seconds or at_fraction")
-    if after is not None and (not isinstance(after, int | float) or isinstance(after, bool) or after <= 0):
-        raise InvalidEntry(f"policy.escalate.after_seconds: expected a number > 0, found {after!r}")
+    if after is not None:
+        _span(after, "policy.escalate.after_seconds", on_log)
     if fraction is not None:
         if not isinstance(fraction, int | float) or isinstance(fraction, bool) or not 0 < fraction < 1:
             raise InvalidEntry(f"policy.escalate.at_fraction: expected a number between 0 and 1, found {fraction!r}")
@@ -201,7 +221,7 @@ def escalation_due(escalate: Any, deadline_seconds: Any, opened_at: str) -> str 
     after = escalate.get("after_seconds")
     if after is None:
         after = float(escalate.get("at_fraction") or 0) * float(deadline_seconds or 0)
-    return format_time(parse_time(opened_at) + timedelta(seconds=float(after)))
+    return format_time(later(parse_time(opened_at), float(after)))
 
 
 def escalation_summary(escalate: Mapping[str, Any]) -> str:

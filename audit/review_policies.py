@@ -12,7 +12,7 @@ import json
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import insert
@@ -20,10 +20,10 @@ from sqlalchemy import insert
 from signoff.audit import policies, rules, sealing, values
 from signoff.audit.canonical import check
 from signoff.audit.decided import read_review
-from signoff.audit.entry import Entry, check_actor, format_time, parse_time
+from signoff.audit.entry import Entry, check_actor, format_time, later, parse_time
 from signoff.audit.errors import InvalidEntry, NotAllowed
 from signoff.audit.keys import Signer
-from signoff.audit.limits import MAX_ARGS_BYTES, bounded
+from signoff.audit.limits import MAX_ARGS_BYTES, bounded, bounded_seconds
 from signoff.audit.policies import PolicyDef
 from signoff.audit.reader import parse_entry
 from signoff.audit.review_delegations import ReviewDelegations
@@ -53,7 +53,7 @@ def policies_from(rows: Iterable[Any]) -> list[PolicyDef]:
     for row in rows:
         item = parse_entry(bytes(row.raw))
         if item.kind == "policy.set":
-            found.append(policies.parse(item.body, item.seq))
+            found.append(policies.parse(item.body, item.seq, on_log=True))
     return found
 
 
@@ -120,7 +120,7 @@ class ReviewPolicies(ReviewDelegations):
 
     def _policy_defs(self, tx: Tx) -> list[PolicyDef]:
         found = policies_from(tx.rows(POLICIES_SQL, tx.log))
-        return found + [policies.parse(e.body, e.seq) for e in tx.appended if e.kind == "policy.set"]
+        return found + [policies.parse(e.body, e.seq, on_log=True) for e in tx.appended if e.kind == "policy.set"]
 
     def _opening_policy(self, tx: Tx, given: Policy, tool: str) -> Policy:
         """The policy a review of ``tool`` opens under, in this transaction (see :func:`effective`)."""
@@ -244,13 +244,15 @@ class ReviewPolicies(ReviewDelegations):
         passes; others see it, and it lapses by itself. ``acting_for``: the reviewer whose delegation
         ``reviewer`` would decide under (rule 2b). Returns the time it lasts until."""
         check_actor(actor)
+        if seconds is not None:
+            bounded_seconds(seconds, "$.seconds")
 
         def work(tx: Tx) -> str:
             found = tx.rows(_REVIEW_SQL, review_id, tx.log)
             state = state_from_row(found[0]) if found else None
             data = json.loads(found[0].data) if found else {}
             span = seconds or Policy.from_json(data.get("policy")).claim_seconds or 900.0
-            until = format_time(tx.now + timedelta(seconds=float(span)))
+            until = format_time(later(tx.now, float(span)))
             who = self._reviewer_state(tx, reviewer)
             if acting_for is not None:
                 who = self._acting(tx, reviewer, acting_for, who)

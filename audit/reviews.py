@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import select, update
@@ -24,7 +23,7 @@ from sqlmodel import col
 from signoff.audit import decision, resume_leases, rules, sealing, values
 from signoff.audit.canonical import check, digest
 from signoff.audit.decided import review_from_entries
-from signoff.audit.entry import ACTOR, Entry, check_actor, format_time
+from signoff.audit.entry import ACTOR, Entry, check_actor, format_time, later
 from signoff.audit.errors import (
     DuplicateReview,
     ExecutionMismatch,
@@ -36,7 +35,14 @@ from signoff.audit.errors import (
     UnknownReview,
 )
 from signoff.audit.keys import Signer
-from signoff.audit.limits import MAX_ARGS_BYTES, MAX_PAYLOAD_BYTES, bounded, bounded_patch, bounded_text
+from signoff.audit.limits import (
+    MAX_ARGS_BYTES,
+    MAX_PAYLOAD_BYTES,
+    bounded,
+    bounded_patch,
+    bounded_seconds,
+    bounded_text,
+)
 from signoff.audit.log_state import FrontierOnLog, alarm, read_frontier, read_review_in
 from signoff.audit.review_leases import ReviewLeases
 from signoff.audit.review_policies import check_policies
@@ -161,8 +167,8 @@ class ReviewService(ReviewQueries, ReviewProposals, ReviewLeases):
                 bounded_text(text, f"$.calls[{index}].context.{name}")
             policy = per_call[index]
             check_policies([policy], index)
-            if policy.deadline_seconds is not None and not policy.deadline_seconds > 0:
-                raise InvalidEntry(f"policies[{index}].deadline_seconds: expected > 0, found {policy.deadline_seconds}")
+            if policy.deadline_seconds is not None:
+                bounded_seconds(policy.deadline_seconds, f"policies[{index}].deadline_seconds")
             call_json = call.to_json()
             check(call_json, f"$.calls[{index}]")
             bodies.append((call, call_json, policy))
@@ -195,9 +201,7 @@ class ReviewService(ReviewQueries, ReviewProposals, ReviewLeases):
                     sealing.seal_call(plain_json, policy.private) if tx.rules.sealed_values else (plain_json, [])
                 )
                 deadline = (
-                    format_time(tx.now + timedelta(seconds=policy.deadline_seconds))
-                    if policy.deadline_seconds is not None
-                    else None
+                    format_time(later(tx.now, policy.deadline_seconds)) if policy.deadline_seconds is not None else None
                 )
                 body = {
                     "review": review_id,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -30,6 +29,7 @@ from signoff.audit.entry import (
     ZERO_HASH,
     format_hash,
     format_time,
+    later,
     parse_time,
 )
 from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
@@ -379,7 +379,7 @@ class Verifier(SealedChecks):
                 found = self.proposals.by_id.get(str(body.get("proposal")))
                 in_force = policies.in_force(self.policies, found.tool) if found is not None else None
                 proposals.check_approval(body, found, in_force)
-            self.policies.append(policies.parse(body, seq))
+            self.policies.append(policies.parse(body, seq, on_log=True))
             self.proposals.apply(seq, kind, actor, body, at)
         elif kind == proposals.PROPOSED:
             tool = str(body.get("tool"))
@@ -501,7 +501,7 @@ class Verifier(SealedChecks):
         )  # fmt: skip
         retain = policy.get("retain_seconds")
         until = (
-            format_time(parse_time(at) + timedelta(seconds=float(retain)))
+            format_time(later(parse_time(at), float(retain)))
             if isinstance(retain, int | float) and self.ring.rules.sealed_values
             else None
         )

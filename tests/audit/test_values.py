@@ -550,3 +550,52 @@ def test_retention_run_through_the_cli_signs_as_the_log_asks(
     admin_key = str(key_path.with_name(key_path.stem + ".admin" + key_path.suffix))
     both = run_cli(store_url, None, "retention", "run", "--admin-key", admin_key, "--service-key", "x.pem")
     assert both.returncode == 2 and "one of them" in both.stderr
+
+
+def _erase_cli(store_url: str, key_path: Path, review_id: str, *extra: str) -> Any:
+    admin_key = str(key_path.with_name(key_path.stem + ".admin" + key_path.suffix))
+    return run_cli(store_url, None, "erase", review_id, "--reason", "GDPR art. 17 #13", "--admin-key", admin_key, *extra)
+
+
+def test_erase_vacuum_gives_the_bytes_back_while_another_process_holds_the_store_open(
+    svc: ReviewService, store: Store, store_url: str, keys: Keys, key_path: Path
+) -> None:
+    """Issue 34 item 1: ``audit erase --vacuum`` exited 2 ("database table is locked") after committing the
+    erasure, and the values stayed in the file. This process keeps the store open (its pool's connections)
+    while the CLI erases and vacuums in another."""
+    review_id = _run_one(svc, keys)
+    assert svc.get(review_id).call.args["iban"] == PERSONAL["iban"]  # this process has read through the store
+    done = _erase_cli(store_url, key_path, review_id, "--vacuum")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(rf"{review_id}: erased \d+ value\(s\), data\.erased at seq \d+", lines[0]), lines
+    assert lines[1:] == ["vacuum: done"]
+    assert _secrets_in_store(store_url) == []  # with this process's store still open
+    assert verify_store(store).ok
+
+
+def test_erase_vacuum_says_what_it_could_not_do_after_the_erasure(
+    svc: ReviewService, store: Store, store_url: str, keys: Keys, key_path: Path
+) -> None:
+    """A reader that keeps an old snapshot for the whole wait: the erasure's outcome comes first, then what
+    the vacuum could not do and why, exit 2; the erasure itself stands."""
+    if backend_of(store_url) != "sqlite":
+        pytest.skip("a WAL checkpoint is SQLite's; PostgreSQL's VACUUM FULL waits for its lock")
+    import sqlite3
+
+    review_id = _run_one(svc, keys)
+    reader = sqlite3.connect(sqlite_path(store_url), isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM signoff_value").fetchone()  # an old snapshot, held
+        done = _erase_cli(store_url, key_path, review_id, "--vacuum", "--json")
+    finally:
+        reader.close()
+    assert done.returncode == 2, done.stderr
+    out = json.loads(done.stdout)
+    [row] = out["erased"]
+    assert row["review"] == review_id and row["erased"] >= 6
+    assert out["vacuum"]["done"] is False
+    assert "the WAL checkpoint could not finish" in out["vacuum"]["why"]
+    assert "another connection kept reading the store for 5 s" in out["vacuum"]["why"]
+    assert svc.get(review_id).erasures  # committed, whatever the vacuum said
