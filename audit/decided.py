@@ -384,14 +384,9 @@ def _lent(
         entry = _own_entry(row)
         if entry.kind not in delegation.KINDS or entry.body.get("delegate") != item.actor:
             continue  # bound by the entry's own body, not by the index
-        _check_link(store, entry, cache)
-        _rules, ring, _who = _trust_at(store, entry.seq, entry.actor, cache)
         try:
-            ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)
-            granted_by_other = entry.kind == delegation.GRANTED and entry.actor != entry.body.get("delegator")
-            if granted_by_other and not entry.actor.startswith("admin:"):
-                raise NotAllowed(f"actor: expected the delegator or an admin, found {entry.actor}")
-        except NotAllowed as exc:
+            prove_entry(store, entry, cache)
+        except DecisionNotProven as exc:
             raise DecisionNotProven(
                 f"review {review.id}: the delegation at seq {entry.seq} is not proven: {exc}"
             ) from None
@@ -436,13 +431,32 @@ def _prove_auto(store: LogReader, review: Review, auto: Entry, cache: TrustCache
         ) from None
     assert in_force is not None
     entry = _row_entry(store, in_force.seq)
-    _check_link(store, entry, cache)
-    _rules, ring, _reviewer = _trust_at(store, entry.seq, entry.actor, cache)
     try:
-        ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)  # an admin's authority and signature
-    except NotAllowed as exc:
+        prove_entry(store, entry, cache)  # an admin's authority and signature
+    except DecisionNotProven as exc:
         raise DecisionNotProven(f"policy {in_force.name} at seq {entry.seq} is not proven: {exc}") from None
     return str(entry.sig.get("key")) if entry.sig else None
+
+
+def prove_entry(store: LogReader, entry: Entry, cache: TrustCache) -> None:
+    """One trust entry that a decision rests on (a ``policy.set``, a ``delegation.granted`` or
+    ``.revoked``), as the gate proves it: its link, and its writer's authority and signature under the
+    log's chain of keys before it; a delegation granted by anyone but its delegator is an admin's.
+    Raises :class:`DecisionNotProven`; proven once per ``cache`` (entries never change)."""
+    with cache.lock:
+        if cache.checked.get(entry.seq) == entry.hash:
+            return
+    _check_link(store, entry, cache)
+    _rules, ring, _who = _trust_at(store, entry.seq, entry.actor, cache)
+    try:
+        ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)
+        granted_by_other = entry.kind == delegation.GRANTED and entry.actor != entry.body.get("delegator")
+        if granted_by_other and not entry.actor.startswith("admin:"):
+            raise NotAllowed(f"actor: expected the delegator or an admin, found {entry.actor}")
+    except NotAllowed as exc:
+        raise DecisionNotProven(f"{entry.kind} by {entry.actor}: {exc}") from None
+    with cache.lock:
+        cache.checked[entry.seq] = entry.hash
 
 
 def _row_entry(store: LogReader, seq: int) -> Entry:

@@ -8,15 +8,17 @@ read after the head lock. Delegations are read from their own entries (the subje
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from signoff.audit import delegation, rules
+from signoff.audit.decided import DecisionNotProven, TrustCache, prove_entry
 from signoff.audit.delegation import Delegation, Delegations, Lending
 from signoff.audit.entry import Entry, check_actor, format_time
-from signoff.audit.errors import InvalidEntry
+from signoff.audit.errors import InvalidEntry, NotAllowed
 from signoff.audit.keys import Signer
 from signoff.audit.limits import bounded_text
 from signoff.audit.reader import parse_entry
@@ -32,6 +34,9 @@ _ALL = (
 _TO = "SELECT seq, raw FROM signoff_entry WHERE subject = ? AND log = ? ORDER BY seq"
 
 
+log = logging.getLogger("signoff.audit")
+
+
 def _entries(rows: Iterable[Any]) -> list[Entry]:
     return [parse_entry(bytes(row.raw)) for row in rows]
 
@@ -39,14 +44,47 @@ def _entries(rows: Iterable[Any]) -> list[Entry]:
 class ReviewDelegations(Reviewers):
     """Grant, revoke and read delegations; work out what a delegate may decide, in a transaction."""
 
+    trust_cache: TrustCache  # the trust entries this service has proven (set by ReviewService)
+
+    # -- proving the trust entries relied on ----------------------------------------------------
+
+    def _proven(self, found: list[Entry]) -> list[Entry]:
+        """Committed trust entries (``policy.set``, ``delegation.*``) the write path is about to rely on,
+        each proven as the gate proves it (:func:`signoff.audit.decided.prove_entry`: link, writer and
+        signature; once per entry and service), so that no decision or auto-approval rests on an entry
+        nobody could have signed (one written into the database behind the service's back). Raises
+        :class:`NotAllowed` naming the seq; ``audit verify`` names it too."""
+        for entry in found:
+            try:
+                prove_entry(self.store, entry, self.trust_cache)
+            except DecisionNotProven as exc:
+                raise NotAllowed(
+                    f"seq {entry.seq}: expected a {entry.kind} its writer signed, found one that is not proven "
+                    f"({exc}); nothing is written on it"
+                ) from None
+        return found
+
+    def _proven_only(self, found: list[Entry]) -> list[Entry]:
+        """For the readers that list (``audit delegations``, the desk): the entries that prove; one that
+        does not is left out (nothing is in force on it) and logged."""
+        kept = []
+        for entry in found:
+            try:
+                prove_entry(self.store, entry, self.trust_cache)
+            except DecisionNotProven as exc:
+                log.error("seq %d: %s is not proven, left out: %s", entry.seq, entry.kind, exc)
+                continue
+            kept.append(entry)
+        return kept
+
     # -- inside a transaction -----------------------------------------------------------------
 
     def _delegations_in(self, tx: Tx, delegate: str | None = None) -> Delegations:
         """The log's delegations (to ``delegate`` only, when given), this transaction's own included."""
         if delegate is None:
-            found = _entries(tx.rows(_ALL, tx.log))
+            found = self._proven(_entries(tx.rows(_ALL, tx.log)))
         else:
-            found = _entries(tx.rows(_TO, f"delegation:{delegate}", tx.log))
+            found = self._proven(_entries(tx.rows(_TO, f"delegation:{delegate}", tx.log)))
         seen = {e.seq for e in found}
         found += [
             e
@@ -152,14 +190,14 @@ class ReviewDelegations(Reviewers):
     def delegations(self, *, reviewer: str | None = None) -> list[Delegation]:
         """Every delegation on the log, oldest first (those from or to ``reviewer``, when given), each with
         its revocation if any; :meth:`Delegation.active` tells which are in force."""
-        found = delegation.replay(_entries(self.store.read_rows(_ALL, self.store.log_id)))
+        found = delegation.replay(self._proven_only(_entries(self.store.read_rows(_ALL, self.store.log_id))))
         out = sorted(found.by_id.values(), key=lambda d: d.seq)
         return [d for d in out if reviewer is None or reviewer in (d.delegator, d.delegate)]
 
     def delegations_to(self, delegate: str) -> list[Delegation]:
         """The delegations to ``delegate`` (in force or not), from their own entries."""
         rows = self.store.read_rows(_TO, f"delegation:{delegate}", self.store.log_id)
-        return delegation.replay(_entries(rows)).to(delegate)
+        return delegation.replay(self._proven_only(_entries(rows))).to(delegate)
 
     def delegation(self, delegation_id: str) -> Delegation | None:
         return next((d for d in self.delegations() if d.id == delegation_id), None)

@@ -47,14 +47,13 @@ _REVIEW_SQL = "SELECT * FROM signoff_review WHERE id = ? AND log = ?"
 _DATA_SQL = "UPDATE signoff_review SET data = ? WHERE id = ?"
 
 
-def policies_from(rows: Iterable[Any]) -> list[PolicyDef]:
+def policy_entries(rows: Iterable[Any]) -> list[Entry]:
     """Every ``policy.set`` among ``rows`` (seq, raw), oldest first."""
-    found = []
-    for row in rows:
-        item = parse_entry(bytes(row.raw))
-        if item.kind == "policy.set":
-            found.append(policies.parse(item.body, item.seq, on_log=True))
-    return found
+    return [item for item in (parse_entry(bytes(row.raw)) for row in rows) if item.kind == "policy.set"]
+
+
+def policies_from(entries: Iterable[Entry]) -> list[PolicyDef]:
+    return [policies.parse(item.body, item.seq, on_log=True) for item in entries]
 
 
 def effective(
@@ -89,7 +88,8 @@ class ReviewPolicies(ReviewDelegations):
     def policies(self) -> list[PolicyDef]:
         """The policies on the log, one per name (the newest ``policy.set`` of each), retired ones included."""
         latest: dict[str, PolicyDef] = {}
-        for policy in policies_from(self.store.read_rows(POLICIES_SQL, self.store.log_id)):
+        found = self._proven_only(policy_entries(self.store.read_rows(POLICIES_SQL, self.store.log_id)))
+        for policy in policies_from(found):
             latest[policy.name] = policy
         return list(latest.values())
 
@@ -119,8 +119,8 @@ class ReviewPolicies(ReviewDelegations):
         return policies.in_force(self._policy_defs(tx), tool)
 
     def _policy_defs(self, tx: Tx) -> list[PolicyDef]:
-        found = policies_from(tx.rows(POLICIES_SQL, tx.log))
-        return found + [policies.parse(e.body, e.seq, on_log=True) for e in tx.appended if e.kind == "policy.set"]
+        committed = self._proven(policy_entries(tx.rows(POLICIES_SQL, tx.log)))
+        return policies_from([*committed, *(e for e in tx.appended if e.kind == "policy.set")])
 
     def _opening_policy(self, tx: Tx, given: Policy, tool: str) -> Policy:
         """The policy a review of ``tool`` opens under, in this transaction (see :func:`effective`)."""

@@ -22,7 +22,7 @@ from sqlmodel import col
 
 from signoff.audit import decision, resume_leases, rules, sealing, values
 from signoff.audit.canonical import check, digest
-from signoff.audit.decided import review_from_entries
+from signoff.audit.decided import TrustCache, review_from_entries
 from signoff.audit.entry import ACTOR, Entry, check_actor, format_time, later
 from signoff.audit.errors import (
     DuplicateReview,
@@ -93,6 +93,7 @@ class ReviewService(ReviewQueries, ReviewProposals, ReviewLeases):
         its key is enrolled for (see :meth:`enroll_key`)."""
         self.store = store
         self.signer = signer
+        self.trust_cache = TrustCache()
         if signer is not None and not any(
             fp == signer.fingerprint and owner.startswith(("service:", "agent:")) for fp, owner in store.key_owners()
         ):

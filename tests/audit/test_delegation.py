@@ -462,6 +462,42 @@ def test_verify_and_the_gate_name_a_grant_nobody_signed(
         prove_decision(store, review.id)
 
 
+def test_the_write_path_refuses_a_decision_that_rests_on_a_grant_nobody_signed(
+    svc: ReviewService, store: Store, store_url: str, people: dict[str, Signer], clock: FakeClock
+) -> None:
+    """Issue 34 item 7: a well-linked grant "by Dave" written into the database, signed with Erin's key.
+    It was listed as in force and Erin's approval for Dave under it was recorded (only the gate and
+    verify refused). The write path now proves the grant before relying on it: the approval is refused,
+    naming the seq, nothing is written, and the listings leave the grant out."""
+    review = _open(svc, "d-forged-write")
+    body = grant_body("dg_00000000000000c3", DAVE, ERIN, ["teller"], format_time(clock.peek() + DAY))
+    with Db(store_url) as db:
+        grant = forge_append(db, DAVE, "delegation.granted", body, signer=people[ERIN])
+    _refused(
+        store,
+        store_url,
+        lambda: svc.approve(review.id, reviewer=ERIN, signer=people[ERIN], acting_for=DAVE),
+        NotAllowed,
+        rf"seq {grant.seq}: expected a delegation.granted its writer signed, found one that is not proven",
+    )
+    assert svc.delegations() == [] and svc.delegations_to(ERIN) == [] and svc.lent(ERIN) == []
+    listed = run_cli(store_url, None, "delegations", "--json")
+    assert listed.returncode == 0 and "dg_00000000000000c3" not in listed.stdout, listed.stdout
+    _named(store, grant.seq, "signature", "expected a key enrolled for human:dave@example.org")
+
+
+def test_a_grant_signed_by_its_delegator_is_proven_once_and_relied_on(
+    svc: ReviewService, store: Store, people: dict[str, Signer], clock: FakeClock
+) -> None:
+    """The proof is made the first time the write path relies on a grant, and kept by seq."""
+    granted = _lend(svc, people, clock)
+    first, second = _open(svc, "d-proven-1"), _open(svc, "d-proven-2")
+    svc.approve(first.id, reviewer=ERIN, signer=people[ERIN], acting_for=DAVE)
+    assert svc.trust_cache.checked.get(granted.seq) == store.entry(granted.seq).hash
+    svc.approve(second.id, reviewer=ERIN, signer=people[ERIN], acting_for=DAVE)
+    assert verify_store(store).ok
+
+
 def test_verify_names_a_widened_grant(
     svc: ReviewService, store: Store, store_url: str, people: dict[str, Signer], clock: FakeClock
 ) -> None:

@@ -332,6 +332,31 @@ def test_an_auto_approval_under_a_forged_policy_runs_nothing(
     assert _failure(store).seq == bad.seq
 
 
+@pytest.mark.parametrize("forger", ["reviewer", "no_admin_key"])
+def test_the_write_path_refuses_an_auto_approval_under_a_policy_nobody_could_sign(
+    svc: ReviewService, keys: Keys, store: Store, store_url: str, forger: str
+) -> None:
+    """Issue 34 item 7: a lax ``policy.set`` written into the database, signed by a reviewer (alice, with
+    her own key) or by a key no admin holds, led to a ``review.auto_approved`` entry. The write path now
+    proves the policy before it relies on it: no auto-approval, no review opened under it, the seq named."""
+    lax = {"policy": "lax", "tools": "transfer", "review_when": "false"}
+    actor, signer = (ALICE, keys.alice) if forger == "reviewer" else ("admin:root", Signer.generate())
+    with Db(store_url) as db:
+        bad = forge_append(db, actor, "policy.set", lax, signer=signer)
+    spec = call("a-forged", args={"amount": 5000, "to": "eve"})
+    _refused(
+        store,
+        store_url,
+        NotAllowed,
+        lambda: svc.auto_approve(spec, actor=AGENT),
+        f"seq {bad.seq}: expected a policy.set its writer signed",
+    )
+    _refused(store, store_url, NotAllowed, lambda: svc.open_frontier([spec], actor=AGENT), f"seq {bad.seq}")
+    assert svc.policies() == [] and svc.policy_for("transfer") is None
+    assert not list(store.entries(kind="review.auto_approved"))
+    assert _failure(store).seq == bad.seq
+
+
 def test_auto_approval_inputs_must_be_the_calls_own(
     svc: ReviewService, keys: Keys, store: Store, store_url: str
 ) -> None:

@@ -554,7 +554,9 @@ def test_retention_run_through_the_cli_signs_as_the_log_asks(
 
 def _erase_cli(store_url: str, key_path: Path, review_id: str, *extra: str) -> Any:
     admin_key = str(key_path.with_name(key_path.stem + ".admin" + key_path.suffix))
-    return run_cli(store_url, None, "erase", review_id, "--reason", "GDPR art. 17 #13", "--admin-key", admin_key, *extra)
+    return run_cli(
+        store_url, None, "erase", review_id, "--reason", "GDPR art. 17 #13", "--admin-key", admin_key, *extra
+    )
 
 
 def test_erase_vacuum_gives_the_bytes_back_while_another_process_holds_the_store_open(
