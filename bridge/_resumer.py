@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from google.adk.agents.run_config import RunConfig, ToolThreadPoolConfig
 from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.runners import Runner
@@ -121,6 +122,8 @@ class Resumer:
         concurrency: int = 8,
         takeover_after: float = 600.0,
         rewind_every: float = 1.0,
+        run_config: RunConfig | None = None,
+        tool_threads: int | None = None,
     ) -> None:
         """``actor`` names this worker on the log (``agent:...``); give each concurrent worker its own,
         because a restarted worker recovers the unsent claims made under its name.
@@ -135,6 +138,11 @@ class Resumer:
 
         ``rewind_every``: seconds between looks at the sessions of the open frontiers for a rewind
         (:class:`signoff.bridge._rewind.RewindWatch`); the first pass always looks.
+
+        ``run_config``: the ``RunConfig`` every resumed run gets (the app's own, if it passes one). ADK
+        runs a plain (non-async) tool on the event loop unless it has a ``tool_thread_pool_config``, so
+        one slow tool would hold every other resume of this process: without one, the resumed runs get a
+        pool of ``tool_threads`` workers (default: ``concurrency``); one the app set is kept as it is.
         """
         self.signoff = signoff
         self.runner = runner
@@ -150,6 +158,7 @@ class Resumer:
         # Frontiers whose pause was not in the session when last looked at: (when to look again, interval).
         self._orphans: dict[str, tuple[float, float]] = {}
         self._slots = asyncio.Semaphore(max(1, concurrency))
+        self.run_config = with_tool_threads(run_config, tool_threads or max(1, concurrency))
         self.takeover_after = takeover_after
         self._next_takeover = 0.0
         self.leases = LeaseKeeper(signoff.reviews)
@@ -493,7 +502,11 @@ class Resumer:
         reply = ""
         with resuming():  # the plugin's guard passes what Signoff's own resumer sends
             async for event in self.runner.run_async(
-                user_id=first.user, session_id=first.session, invocation_id=first.invocation, new_message=message
+                user_id=first.user,
+                session_id=first.session,
+                invocation_id=first.invocation,
+                new_message=message,
+                run_config=self.run_config,
             ):
                 if count == 0:
                     self._step("sent", frontier.id)
@@ -594,6 +607,14 @@ class Resumer:
     def _step(self, step: str, frontier_id: str) -> None:
         if self.on_step is not None:
             self.on_step(step, frontier_id)
+
+
+def with_tool_threads(run_config: RunConfig | None, workers: int) -> RunConfig:
+    """``run_config`` (or ADK's default) with a tool thread pool of ``workers``, unless it has one."""
+    config = run_config or RunConfig()
+    if config.tool_thread_pool_config is not None:
+        return config
+    return config.model_copy(update={"tool_thread_pool_config": ToolThreadPoolConfig(max_workers=workers)})
 
 
 def _requested_in(events: list[Event], frontier: Frontier) -> bool:

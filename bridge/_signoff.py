@@ -43,6 +43,7 @@ from signoff.bridge._schema import check_args, tool_schema
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from google.adk.agents.run_config import RunConfig
     from google.adk.events.event import Event
     from google.adk.runners import Runner
 
@@ -139,6 +140,8 @@ class Signoff:
         on_event: Callable[[Event], Any] | None = None,
         takeover_after: float = 600.0,
         rewind_every: float = 1.0,
+        run_config: RunConfig | None = None,
+        tool_threads: int | None = None,
     ) -> Resumer:
         """A worker that sends every decided frontier of ``runner``'s app back to its run (see ``Resumer``)."""
         return Resumer(
@@ -151,6 +154,8 @@ class Signoff:
             on_event=on_event,
             takeover_after=takeover_after,
             rewind_every=rewind_every,
+            run_config=run_config,
+            tool_threads=tool_threads,
         )
 
     def close(self) -> None:

@@ -38,7 +38,9 @@ DESCRIPTION = """Resume the decided frontiers of an app served by `adk api_serve
 It loads the ADK App the API server serves (--app MODULE:ATTR, found under --agents-dir), opens the
 same session database (--sessions, the URI `adk api_server --session_service_uri` takes) and sends
 each decision back to its run, once, until stopped. The Signoff it uses is the one behind the App's
-Signoff plugin, or the module's `signoff` attribute, or one on --store."""
+Signoff plugin, or the module's `signoff` attribute, or one on --store. Up to --concurrency runs are
+resumed at once; plain (non-async) tools run on --tool-threads threads, unless the module's own
+`run_config` (a google.adk RunConfig, which the resumed runs get) sets a tool thread pool."""
 EXIT = """exit codes: 0 stopped cleanly (with --once: every frontier looked at was resumed);
 1 a frontier could not be resumed (with --once; a log line names it) or the resumer stopped on an error;
 2 unusable input (no such module, App or Signoff)"""
@@ -108,6 +110,19 @@ def signoff_of(app: Any, module: Any, store: str | None, log: str | None = None)
     )
 
 
+def run_config_of(module: Any) -> Any:
+    """The ``RunConfig`` the App's module passes its runs (a module-level ``run_config``), if any: the
+    resumed runs get it too (with a tool thread pool added when it sets none)."""
+    from google.adk.agents.run_config import RunConfig
+
+    found = getattr(module, "run_config", None)
+    if found is not None and not isinstance(found, RunConfig):
+        raise UsageError(
+            f"run_config: expected a google.adk RunConfig in the App's module, found {type(found).__name__}"
+        )
+    return found
+
+
 @contextlib.contextmanager
 def exclusive(store: Any, actor: str) -> Iterator[None]:
     """Hold the right to resume as ``actor`` on this log for the life of this process: a second worker
@@ -142,10 +157,26 @@ def exclusive(store: Any, actor: str) -> Iterator[None]:
 
 
 async def _serve(
-    signoff: Signoff, runner: Any, actor: str | None, max_wait: float, once: bool, takeover_after: float
+    signoff: Signoff,
+    runner: Any,
+    actor: str | None,
+    max_wait: float,
+    once: bool,
+    takeover_after: float,
+    concurrency: int = 8,
+    tool_threads: int | None = None,
+    run_config: Any = None,
 ) -> int:
     """Run the resumer; the exit code (1: with ``once``, a frontier it could not resume)."""
-    resumer = signoff.resumer(runner, actor=actor, max_wait=max_wait, takeover_after=takeover_after)
+    resumer = signoff.resumer(
+        runner,
+        actor=actor,
+        max_wait=max_wait,
+        takeover_after=takeover_after,
+        concurrency=concurrency,
+        tool_threads=tool_threads,
+        run_config=run_config,
+    )
     if once:
         done = await resumer.run_once()
         failed = sorted({frontier for frontier, _step, _why in resumer.failures})
@@ -168,6 +199,9 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from google.adk.cli.utils.service_factory import create_session_service_from_options
     from google.adk.runners import Runner
 
+    for name, value in (("--concurrency", args.concurrency), ("--tool-threads", args.tool_threads)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name}: expected a number of at least 1, found {value}")
     setup_logging(args.verbose)
     app, module = load_app(args.app, args.agents_dir)
     signoff = signoff_of(app, module, store, args.log_id)
@@ -195,7 +229,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
             start_http_server(args.metrics_port, addr=args.metrics_host)
         publishing = _publisher(signoff, args)
         try:
-            return asyncio.run(_serve(signoff, runner, actor, args.max_wait, args.once, args.takeover_after))
+            return asyncio.run(
+                _serve(
+                    signoff,
+                    runner,
+                    actor,
+                    args.max_wait,
+                    args.once,
+                    args.takeover_after,
+                    args.concurrency,
+                    args.tool_threads,
+                    run_config_of(module),
+                )
+            )
         except (UsageError, AuditError):
             raise
         except Exception as exc:  # noqa: BLE001 - the edge: one line, never a traceback
@@ -259,6 +305,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds after which a call claimed without a resume lease (by a client, through the guard) that "
         "neither ran nor had its answer consumed is sent again; keep it longer than your slowest tool (a "
         "resumer's own claims are taken over once it is gone, however long their tools run)",
+    )
+    resume.add_argument(
+        "--concurrency", type=int, default=8, help="frontiers resumed at once in this process (default 8)"
+    )
+    resume.add_argument(
+        "--tool-threads",
+        type=int,
+        help="threads for plain (non-async) tools of the resumed runs (default: --concurrency), so a slow one "
+        "holds no other resume; an App whose own RunConfig sets a tool thread pool keeps it",
     )
     resume.add_argument(
         "--metrics-port", type=int, help="serve Prometheus metrics (signoff_resume_failures_total, …) on this port"
