@@ -41,6 +41,7 @@ bench: install
 	$(BIN)/python tests/benchmarks/growth_bench.py
 	$(BIN)/python tests/benchmarks/desk_scale_bench.py
 	$(BIN)/python tests/benchmarks/decisions_processes.py
+	$(BIN)/python tests/benchmarks/tool_threads_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts
