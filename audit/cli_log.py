@@ -341,8 +341,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     def text() -> None:
         print(f"review {review.id}  status: {review.status}  tool: {review.tool}  agent: {review.call.agent or '-'}")
         print(f"args: {shown(review.call.args)}")
-        if review.final_args is not None and review.final_args != review.call.args:
-            print(f"runs with: {shown(review.final_args)}")
+        edited = review.final_args is not None and review.final_args != review.call.args
+        if review.resume_failed:  # what the log says of the call, not what the decision asked for
+            failed = next((e.seq for e in history if e.kind == "run.resume_failed"), None)
+            print(f"refused: {review.resume_failed}")
+            print(f"(run.resume_failed at seq {failed}: this call is not run, and no resumer, restart or take-over "
+                  "sends it again)")  # fmt: skip
+            if edited:
+                print(f"signed to run with: {shown(review.final_args)}")
+        elif edited:
+            print(f"{'ran' if review.executed else 'runs'} with: {shown(review.final_args)}")
         for at, by, reason in review.erasures:
             print(f"values erased on {at} by {by}: {reason}")
         if review.problem:
@@ -358,6 +366,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         "final_args": review.final_args,
         "decided_by": review.decided_by,
         "executed": review.executed,
+        "resume_failed": review.resume_failed or None,
         "history": [item.to_json() for item in history],
     }
     emit(args, data, text)

@@ -206,14 +206,18 @@ class ReviewQueries:
         return found
 
     def history(self, review_id: str) -> list[Entry]:
-        """Every entry about one review, oldest first (including its frontier's ``run.resumed``)."""
+        """Every entry about one review, oldest first, with its frontier's own (``run.resumed``,
+        ``run.replied``, ``run.rewound``, ``run.cancelled``, and each ``run.resume_failed`` that names it)."""
         review = self.get(review_id)
         found = list(self.store.entries(review=review_id))
-        for resumed in self.store.entries(start=review.opened_seq, kind="run.resumed"):
-            if resumed.body.get("frontier") == review.frontier:
-                found.append(resumed)
-                break
-        return sorted(found, key=lambda e: e.seq)
+        if review.frontier:
+            found += [
+                e
+                for e in self.store.entries(review=review.frontier)
+                if e.body.get("frontier") == review.frontier
+                and (e.kind != "run.resume_failed" or review_id in (e.body.get("reviews") or ()))
+            ]
+        return sorted({e.seq: e for e in found}.values(), key=lambda e: e.seq)
 
     # -- waiting -----------------------------------------------------------------------
 

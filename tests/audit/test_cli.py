@@ -82,6 +82,38 @@ def test_decide_from_a_terminal_with_your_own_key(admin_setup: dict[str, Any], c
     assert code == 0 and json.loads(out)["ok"] is True
 
 
+def test_show_says_a_refused_call_will_not_run(admin_setup: dict[str, Any], capsys: Any) -> None:
+    """Issue 34 item 10: after ``run.resume_failed`` (here: the tool ran with other args than the signed
+    ones), ``audit show`` listed no such entry and still said "runs with". It shows what the log says."""
+    s = ["--store", admin_setup["url"]]
+    me = ["--as", "alice@example.org", "--reviewer-key", str(admin_setup["alice_key"])]
+    a, b, c = _open_three(admin_setup["url"])
+    run(capsys, *s, "edit", a.id, "amount=1", *me)
+    for other in (b, c):
+        run(capsys, *s, "reject", other.id, *me, "--reason", "not these")
+    store = open_store(admin_setup["url"])
+    svc = ReviewService(store)
+    svc.claim_resume(svc.get(a.id).frontier, actor=AGENT)
+    refused = svc.record_execution(a.id, actor=AGENT, args={"amount": 5000, "to": "bob"})  # not what was signed
+    store.close()
+    assert refused.kind == "run.resume_failed"
+    code, out, _ = run(capsys, *s, "show", a.id)
+    assert code == 0 and "runs with" not in out, out
+    lines = out.splitlines()
+    assert lines[2].startswith("refused: tool.executed refused: ") and "expected the tool to run with" in lines[2]
+    assert lines[3] == (
+        f"(run.resume_failed at seq {refused.seq}: this call is not run, and no resumer, restart or take-over "
+        "sends it again)"
+    )
+    assert lines[4] == 'signed to run with: {"amount": 1, "to": "bob"}'
+    assert any(f"{refused.seq}" in line and "run.resume_failed" in line for line in lines[5:]), out
+    code, out, _ = run(capsys, *s, "show", a.id, "--json")
+    shown = json.loads(out)
+    assert "expected the tool to run with" in shown["resume_failed"] and shown["executed"] is False
+    kinds = [e["kind"] for e in shown["history"]]
+    assert kinds == ["review.opened", "review.edited", "run.resumed", "run.resume_failed"]
+
+
 def test_show_log_and_export(admin_setup: dict[str, Any], capsys: Any) -> None:
     s = ["--store", admin_setup["url"]]
     me = ["--as", "alice@example.org", "--reviewer-key", str(admin_setup["alice_key"])]
