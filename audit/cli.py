@@ -9,7 +9,8 @@ which ``desk`` and ``signoff`` share), never a traceback:
   unknown review or seq, an invalid patch or value, or a decision the log's rules refuse.
 
 The verbs live in :mod:`signoff.audit.cli_log` (the log and its proofs),
-:mod:`signoff.audit.cli_review` (keys, reviewers, decisions), :mod:`signoff.audit.cli_policy` and
+:mod:`signoff.audit.cli_review` (keys, reviewers, decisions), :mod:`signoff.audit.cli_answer` (answers),
+:mod:`signoff.audit.cli_policy` and
 :mod:`signoff.audit.cli_witness`. Each imports what a verb needs when the verb runs, so ``audit --help``
 loads neither SQLAlchemy nor Alembic nor fido2 (tests/test_startup.py).
 """
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from signoff.audit import (
+    cli_answer,
     cli_delegate,
     cli_evidence,
     cli_log,
@@ -57,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_log.register(sub)
     cli_proofs.register(sub)
     cli_review.register(sub)
+    cli_answer.register(sub)
     cli_delegate.register(sub)
     cli_evidence.register(sub)
     cli_policy.register(sub, os.environ.get("SIGNOFF_ADMIN_KEY"))

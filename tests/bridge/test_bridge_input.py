@@ -7,16 +7,21 @@ is taken from the model's own requests.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import REVIEWER, REVIEWER_KEY, Harness, ScriptedLlm, fc, run_turn
+from _support import REVIEWER, REVIEWER_KEY, Harness, ScriptedLlm, fc, run_turn, single_agent, transfer_script
+from conftest import ROOT
 from google.adk.agents import LlmAgent
 from google.adk.tools import LongRunningFunctionTool, request_input
 from google.genai import types
 
 from signoff import bridge
+from signoff.audit.keys import write_private_key
 from signoff.audit.verify import verify_store
 
 pytestmark = pytest.mark.asyncio
@@ -166,3 +171,62 @@ async def test_a_long_running_tool_s_own_interim_result_is_not_taken_for_an_answ
     assert _read_by_model(model) == [{"waive": True}]
     assert signoff.reviews.get(review.id).executed
     signoff.close()
+
+
+def _audit_answer(url: str, tmp_path: Path, review_id: str, *argv: str, stdin: str | None = None) -> Any:
+    """``audit answer`` in a real subprocess, as a reviewer at a terminal runs it, with their own key file."""
+    key = tmp_path / "alice.pem"
+    if not key.exists():
+        write_private_key(REVIEWER_KEY, key)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "signoff.audit.cli", "--store", url, "answer", review_id, *argv]
+    command += ["--as", REVIEWER.removeprefix("human:"), "--reviewer-key", str(key)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, input=stdin, timeout=120)
+
+
+async def test_a_question_is_answered_from_the_terminal_and_the_model_reads_it(store_url: str, tmp_path: Path) -> None:
+    """Issue 34 item 6: ``audit answer`` signs the answer with the person's own key, checked against the
+    question's ``response_schema`` first; the resumer sends it and the model reads exactly that."""
+    signoff, h, model, review = await _asked(store_url, tmp_path)
+    size = signoff.store.size()
+    wrong = _audit_answer(store_url, tmp_path, review.id, "--json-file", "-", stdin='{"account": 5}')
+    assert wrong.returncode == 2 and "account" in wrong.stderr and "expected type string" in wrong.stderr, wrong
+    assert signoff.store.size() == size  # refused before anything was signed or written
+    answer = {"account": "acct-9", "urgent": True}
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    done = _audit_answer(store_url, tmp_path, review.id, "--json-file", str(tmp_path / "answer.json"), "--json")
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert (said["status"], said["answer"], said["signed"]) == ("approved", answer, True)
+    [resumed] = await h.resume()
+    assert resumed.how == "sent" and _read_by_model(model) == [answer]
+    decided = signoff.reviews.get(review.id)
+    assert decided.answer_payload == answer and decided.executed
+    assert signoff.store.entry(decided.decision_seq or 0).sig is not None  # the person's signature
+    assert verify_store(signoff.store).ok
+    signoff.close()
+
+
+async def test_a_plain_answer_is_typed_by_the_question_and_a_confirmation_is_refused(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    signoff, h, model, review = await _asked(sqlite_url, tmp_path, "long_running")  # no response_schema: text
+    both = _audit_answer(sqlite_url, tmp_path, review.id, "yes", "--json-file", "-", stdin='"yes"')
+    assert both.returncode == 2 and "VALUE or --json-file FILE (one of them), found both" in both.stderr
+    done = _audit_answer(sqlite_url, tmp_path, review.id, "yes, this once")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(': "yes, this once"') and "answered by human:alice@example.org" in done.stdout
+    await h.resume()
+    assert _read_by_model(model) == [{"result": "yes, this once"}]
+    signoff.close()
+    paying = bridge.Signoff(sqlite_url)
+    pay = Harness(paying, single_agent(transfer_script()), tmp_path)
+    await pay.start()
+    [confirmation] = paying.reviews.pending()
+    refused = _audit_answer(sqlite_url, tmp_path, confirmation.id, "yes")
+    assert refused.returncode == 2, refused
+    assert (
+        "expected a question to answer (a review of kind input), found a confirmation of transfer()" in refused.stderr
+    )
+    assert paying.reviews.get(confirmation.id).status == "pending"
+    paying.close()
