@@ -251,9 +251,24 @@ def review_page_response(
     ctx["page_log"] = desk.store.log_id  # its live updates are of this review's log alone
     ctx.setdefault("done", "")
     log_vkey, witness_vkeys, quorum, configured = desk.witnessing()
-    ctx["witnessing"] = {"log_vkey": log_vkey, "witnesses": witness_vkeys, "quorum": quorum, "configured": configured}
+    ctx["witnessing"] = {
+        "log_vkey": log_vkey,
+        "witnesses": witness_vkeys,
+        "quorum": quorum,
+        "configured": configured,
+        "covered": _in_a_checkpoint(desk, ctx["r"].decision_seq),
+    }
     ctx.update(extra)
     return render(request, "review.html", ctx, status)
+
+
+def _in_a_checkpoint(desk: Desk, seq: int | None) -> bool:
+    """Whether a note checkpoint covers entry ``seq``, so that its receipt can be made: until then the page
+    says so itself, and the browser asks for no receipt (a 404 it would report as an error)."""
+    if seq is None:
+        return False
+    newest = desk.store.latest_checkpoint()
+    return newest is not None and bool(newest.note) and newest.size > seq
 
 
 @router.get("/reviews/{review_id}/receipt.tlog-proof")

@@ -9,7 +9,7 @@
 (function () {
   "use strict";
   var card = document.getElementById("witnessed");
-  if (!card) return;
+  if (!card || card.dataset.covered !== "yes") return;  // not in a checkpoint yet: the page says so itself
   var out = document.getElementById("witnessed-status");
   var enc = new TextEncoder();
 

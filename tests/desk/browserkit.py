@@ -223,6 +223,8 @@ def sign_in(
     page = ctx.new_page()
     page.dialogs = []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.console_errors = []  # what Chromium reports as errors (a failed resource load is one)
+    page.on("console", lambda m: page.console_errors.append(f"{m.text} ({page.url})") if m.type == "error" else None)
     if setup is not None:
         setup(page)
     page.goto(demo.url + "/queue")
