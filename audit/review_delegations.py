@@ -65,8 +65,8 @@ class ReviewDelegations(Reviewers):
         return found
 
     def _proven_only(self, found: list[Entry]) -> list[Entry]:
-        """For the readers that list (``audit delegations``, the desk): the entries that prove; one that
-        does not is left out (nothing is in force on it) and logged."""
+        """The entries that prove; one that does not is left out (nothing is in force on it) and logged:
+        for the readers that list (``audit delegations``, the desk) and the policies a review opens under."""
         kept = []
         for entry in found:
             try:

@@ -119,7 +119,9 @@ class ReviewPolicies(ReviewDelegations):
         return policies.in_force(self._policy_defs(tx), tool)
 
     def _policy_defs(self, tx: Tx) -> list[PolicyDef]:
-        committed = self._proven(policy_entries(tx.rows(POLICIES_SQL, tx.log)))
+        # An unproven policy.set (written behind the service's back) is left out, so that no review is opened,
+        # and no call auto-approved, under it; the agent's pause still opens its review under the others.
+        committed = self._proven_only(policy_entries(tx.rows(POLICIES_SQL, tx.log)))
         return policies_from([*committed, *(e for e in tx.appended if e.kind == "policy.set")])
 
     def _opening_policy(self, tx: Tx, given: Policy, tool: str) -> Policy:

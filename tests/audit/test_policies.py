@@ -338,22 +338,20 @@ def test_the_write_path_refuses_an_auto_approval_under_a_policy_nobody_could_sig
 ) -> None:
     """Issue 34 item 7: a lax ``policy.set`` written into the database, signed by a reviewer (alice, with
     her own key) or by a key no admin holds, led to a ``review.auto_approved`` entry. The write path now
-    proves the policy before it relies on it: no auto-approval, no review opened under it, the seq named."""
-    lax = {"policy": "lax", "tools": "transfer", "review_when": "false"}
+    proves each policy before it relies on it and leaves out one that does not prove: no auto-approval,
+    and the call's review opens under the policies an admin did sign (a person decides it)."""
+    svc.set_policy(FOUR_EYES, admin=keys.admin)
+    lax = {"policy": "lax", "tools": "transfer", "review_when": "false", "approvals": 1}
     actor, signer = (ALICE, keys.alice) if forger == "reviewer" else ("admin:root", Signer.generate())
     with Db(store_url) as db:
         bad = forge_append(db, actor, "policy.set", lax, signer=signer)
     spec = call("a-forged", args={"amount": 5000, "to": "eve"})
-    _refused(
-        store,
-        store_url,
-        NotAllowed,
-        lambda: svc.auto_approve(spec, actor=AGENT),
-        f"seq {bad.seq}: expected a policy.set its writer signed",
-    )
-    _refused(store, store_url, NotAllowed, lambda: svc.open_frontier([spec], actor=AGENT), f"seq {bad.seq}")
-    assert svc.policies() == [] and svc.policy_for("transfer") is None
+    review, why = svc.auto_approve(spec, actor=AGENT)
+    assert review is None and "a person reviews it" in why
     assert not list(store.entries(kind="review.auto_approved"))
+    opened = svc.open_frontier([spec], actor=AGENT).reviews[0]
+    assert (opened.policy.name, opened.approvals_needed) == ("four-eyes", 2)  # not the forged lax one
+    assert [p.name for p in svc.policies()] == ["four-eyes"] and svc.policy_for("transfer").name == "four-eyes"
     assert _failure(store).seq == bad.seq
 
 
