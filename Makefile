@@ -2,13 +2,16 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+ADK_FLOOR := 2.13.0
+FLOOR := .venv-adk-floor
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test test-adk-floor lint bench install constraints clean
 
-$(BIN)/.installed: pyproject.toml
+# constraints.txt pins the set the suite last passed with; `make constraints` refreshes it (then run make test).
+$(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
 	touch $@
 
 install: $(BIN)/.installed
@@ -23,6 +26,17 @@ lint: install
 
 test: lint
 	$(BIN)/pytest
+
+# The bridge tests again at the lowest google-adk pyproject.toml claims (CI runs it after make test).
+$(FLOOR)/bin/.installed: pyproject.toml constraints-adk-floor.txt
+	$(PYTHON) -m venv $(FLOOR)
+	$(FLOOR)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR)/bin/python -m pip install --quiet -e '.[dev]' -c constraints-adk-floor.txt
+	touch $@
+
+test-adk-floor: $(FLOOR)/bin/.installed
+	$(FLOOR)/bin/python -c "import google.adk; assert google.adk.__version__ == '$(ADK_FLOOR)', google.adk.__version__"
+	$(FLOOR)/bin/pytest tests/bridge
 
 # The benchmarks print JSON; audit_bench runs CHAP (the `bench` extra) side by side.
 bench: install
@@ -43,5 +57,15 @@ bench: install
 	$(BIN)/python tests/benchmarks/decisions_processes.py
 	$(BIN)/python tests/benchmarks/tool_threads_bench.py
 
+constraints: install
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --upgrade --python-version 3.11 --no-header --quiet -o constraints.txt.new
+	{ sed -n '1,/^# (uv pip compile/p' constraints.txt; cat constraints.txt.new; } > constraints.txt.tmp
+	rm constraints.txt.new && mv constraints.txt.tmp constraints.txt
+	echo 'google-adk==$(ADK_FLOOR)' > adk-floor.in
+	$(BIN)/uv pip compile pyproject.toml --extra dev --upgrade -c adk-floor.in --python-version 3.11 --no-header --quiet -o constraints.txt.new
+	{ sed -n '1,/^# (uv pip compile/p' constraints-adk-floor.txt; cat constraints.txt.new; } > constraints.txt.tmp
+	rm constraints.txt.new adk-floor.in && mv constraints.txt.tmp constraints-adk-floor.txt
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) $(FLOOR) build *.egg-info .pytest_cache .mypy_cache .ruff_cache test-artifacts
