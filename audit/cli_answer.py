@@ -24,8 +24,7 @@ EXAMPLE = "audit answer rv_… 'ship it on Monday' --as alice@example.org --revi
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from signoff.audit.canonical import decode
-    from signoff.audit.cli_delegate import acting_for
-    from signoff.audit.cli_review import check_own_key, human
+    from signoff.audit.cli_people import acting_for, check_own_key, human
     from signoff.audit.edits import typed_value
     from signoff.audit.errors import CanonicalFormError
     from signoff.audit.keys import read_private_key

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from signoff.audit.cli_common import add_json, emit, verb
+from signoff.audit.cli_people import check_own_key, human
 from signoff.audit.errors import UnusableInput
 
 if TYPE_CHECKING:
-    from signoff.audit.review_types import Review
     from signoff.audit.reviews import ReviewService
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([dhm])$")
@@ -45,17 +45,6 @@ def parse_until(text: str, now: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def acting_for(svc: ReviewService, actor: str, review: Review, given: str | None) -> str | None:
-    """Whom a decision from the command line is made for: ``--for`` when given, else the delegator whose
-    delegation in force covers the review when the reviewer's own roles do not (None: their own)."""
-    from signoff.audit.cli_review import human
-
-    if given:
-        return human(given)
-    roles = (review.policy.role,) if review.escalated_role is None else (review.policy.role, review.escalated_role)
-    return svc.acting_for(actor, review.tool, roles)
-
-
 def _service(args: argparse.Namespace) -> ReviewService:
     from signoff.audit.cli_common import open_existing
     from signoff.audit.reviews import ReviewService
@@ -65,7 +54,6 @@ def _service(args: argparse.Namespace) -> ReviewService:
 
 def _signers(args: argparse.Namespace, svc: ReviewService, actor: str | None) -> dict[str, Any]:
     """The admin key, or the person's own key file (checked to be theirs)."""
-    from signoff.audit.cli_review import check_own_key
     from signoff.audit.keys import read_private_key
 
     if args.admin_key:
@@ -78,7 +66,6 @@ def _signers(args: argparse.Namespace, svc: ReviewService, actor: str | None) ->
 
 
 def cmd_delegate(args: argparse.Namespace) -> int:
-    from signoff.audit.cli_review import human
     from signoff.audit.entry import format_time
 
     svc = _service(args)
@@ -108,8 +95,6 @@ def cmd_delegate(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    from signoff.audit.cli_review import human
-
     svc = _service(args)
     actor = None if args.admin_key else human(args.reviewer or "")
     entry = svc.revoke_delegation(args.delegation, actor=actor, reason=args.reason, **_signers(args, svc, actor))
@@ -122,7 +107,6 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from signoff.audit.cli_review import human
     from signoff.audit.entry import format_time
 
     svc = _service(args)

@@ -15,21 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from signoff.audit.cli_common import add_json, emit, open_existing, verb
-from signoff.audit.errors import NotAllowed, UnusableInput
+from signoff.audit.cli_people import check_own_key, human
+from signoff.audit.errors import UnusableInput
 
 if TYPE_CHECKING:
     from signoff.audit.keys import Signer
     from signoff.audit.reviews import ReviewService
 
 # Each verb imports what it needs when it runs: `audit --help` loads no database driver (tests/test_startup.py).
-
-
-def human(name: str) -> str:
-    """``alice@example.org`` → ``human:alice@example.org``; another actor prefix is refused."""
-    prefix = name.split(":", 1)[0] if ":" in name else ""
-    if prefix in ("agent", "service", "log", "admin"):
-        raise UnusableInput(f"reviewer: expected a person (an e-mail, or human:…), found {name!r}")
-    return name if prefix == "human" else f"human:{name}"
 
 
 def _admin(args: argparse.Namespace) -> Signer:
@@ -44,32 +37,6 @@ def _reviewer_key(args: argparse.Namespace) -> Signer | None:
     from signoff.audit.keys import read_private_key
 
     return read_private_key(args.reviewer_key) if args.reviewer_key else None
-
-
-def check_own_key(svc: ReviewService, actor: str, signer: Signer, key_file: str) -> None:
-    """``--reviewer-key`` must be one of ``actor``'s enrolled keys: else say whose key it is, and what to pass.
-
-    The log refuses such a decision anyway (:func:`signoff.audit.trust.check_signature`); this says why in
-    the terms of the command line, before anything is sent."""
-    enrolled = svc.keys(actor)
-    if signer.fingerprint in {key.fingerprint for key in enrolled} or svc.reviewer(actor) is None:
-        return  # their own key; or no reviewer at all, which the service says in its own words
-    files = [key.fingerprint for key in enrolled if key.passkey is None]  # a passkey signs in the desk only
-    owners = sorted({who for fingerprint, who in svc.store.key_owners() if fingerprint == signer.fingerprint} - {actor})
-    if owners:
-        whose = f"which is enrolled for {', '.join(owners)}"
-        instead = f"pass --as {owners[0].removeprefix('human:')} if you are them, or {actor}'s own key file"
-    else:
-        whose = "which is enrolled for nobody on this log (never enrolled, or revoked)"
-        instead = f"pass {actor}'s own key file"
-    if files:
-        instead += f" (key {', '.join(files)})"
-    else:
-        instead += f"; {actor} has no key file enrolled: an admin enrolls one with `audit enroll-key {actor} KEY.pub`"
-    raise NotAllowed(
-        f"--reviewer-key: expected a key enrolled for {actor}, found {key_file} with key {signer.fingerprint}, "
-        f"{whose}; {instead}"
-    )
 
 
 def _tools(args: argparse.Namespace) -> list[str]:
@@ -249,7 +216,7 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 def cmd_decide(args: argparse.Namespace) -> int:
     from signoff.audit.canonical import decode
-    from signoff.audit.cli_delegate import acting_for
+    from signoff.audit.cli_people import acting_for
     from signoff.audit.edits import patch_from_pairs
     from signoff.audit.errors import CanonicalFormError
 

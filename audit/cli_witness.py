@@ -1,7 +1,7 @@
 """``witness keygen`` and ``witness serve``: run a c2sp.org/tlog-witness witness (:mod:`signoff.audit.witness`).
 
 :func:`register` adds a ``witness`` verb with both subcommands to the ``audit`` parser; :func:`main` is
-the same two subcommands on their own (``python -m signoff.audit.witness serve …``).
+the same two subcommands on their own (``python -m signoff.audit.cli_witness serve …``).
 
 The witness's key name is part of its identity (its key ID hashes it), so ``keygen`` stores it beside
 the key: ``FILE`` holds the Ed25519 private key (PEM, mode 0600) and ``FILE.vkey`` the witness's vkey
@@ -82,7 +82,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def _logs(vkeys: Sequence[str]) -> dict[str, list[Verifier]]:
-    from signoff.audit.signed_note import verifier_from_vkey
+    from signoff.audit.vkeys import verifier_from_vkey
 
     logs: dict[str, list[Verifier]] = {}
     for text in vkeys:
@@ -305,9 +305,9 @@ def register(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m signoff.audit.witness keygen|serve …``; errors become a message and an exit code."""
+    """``python -m signoff.audit.cli_witness keygen|serve …``; errors become a message and an exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m signoff.audit.witness",
+        prog="python -m signoff.audit.cli_witness",
         description="Run a c2sp.org/tlog-witness witness that cosigns the checkpoints of the logs it trusts.",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -331,3 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the edge: a message, never a traceback (e.g. the database refused)
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

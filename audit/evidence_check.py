@@ -33,8 +33,8 @@ from signoff.audit.evidence import FORMAT, TRUST_KINDS
 from signoff.audit.evidence_rows import HEADER, Range, from_csv, rows
 from signoff.audit.merkle import ProofError
 from signoff.audit.proofs import check_tlog_proof
-from signoff.audit.signed_note import verifier_from_vkey
 from signoff.audit.tlog_checkpoint import verify_checkpoint
+from signoff.audit.vkeys import verifier_from_vkey
 
 
 @dataclass

@@ -19,9 +19,9 @@ from signoff.audit.canonical import canonical
 from signoff.audit.entry import format_hash, parse_hash
 from signoff.audit.errors import StoreError, UnusableInput
 from signoff.audit.merkle import ProofError
-from signoff.audit.signed_note import verifier_from_vkey
 from signoff.audit.tlog_proof import TlogProof
 from signoff.audit.tree_head import Checkpoint
+from signoff.audit.vkeys import verifier_from_vkey
 
 if TYPE_CHECKING:  # the store's tree; checking a proof needs no database code
     from signoff.audit.tree import LogTree

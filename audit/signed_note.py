@@ -7,7 +7,8 @@ which only adds an identifier). Pure functions over bytes; signatures are made w
 * :func:`key_id`, :func:`check_key_name`, :func:`parse_vkey` / :func:`format_vkey` ("Verifier keys");
 * :func:`parse_note` / :func:`format_note` / :func:`sign_note` ("Format");
 * :func:`verify_note` ("Signatures"), with any :class:`Verifier`: :class:`Ed25519Verifier` here,
-  :class:`signoff.audit.tlog_cosignature.CosignatureVerifier` for witness cosignatures.
+  :class:`signoff.audit.tlog_cosignature.CosignatureVerifier` for witness cosignatures (either from its
+  vkey: :func:`signoff.audit.vkeys.verifier_from_vkey`).
 
 Limits (the spec: verifiers SHOULD apply one, MUST accept at least 16 signatures): a note holds at
 most :data:`MAX_SIGNATURES` (100, as Go's golang.org/x/mod/sumdb/note) signature lines and
@@ -53,7 +54,6 @@ __all__ = [
     "parse_signature_line",
     "parse_vkey",
     "sign_note",
-    "verifier_from_vkey",
     "verify_note",
 ]
 
@@ -240,18 +240,6 @@ class Ed25519Signer:
 
     def sign(self, text: bytes) -> bytes:
         return self.private.sign(text)
-
-
-def verifier_from_vkey(text: str) -> Verifier:
-    """A :class:`Verifier` for a type 0x01 or 0x04 vkey; other types raise :class:`KeyFormatError`."""
-    vkey = parse_vkey(text)
-    if vkey.sig_type == SIG_ED25519:
-        return Ed25519Verifier(vkey.name, vkey.public)
-    if vkey.sig_type == SIG_COSIGNATURE_V1:
-        from signoff.audit.tlog_cosignature import CosignatureVerifier  # imports this module
-
-        return CosignatureVerifier(vkey.name, vkey.public)
-    raise KeyFormatError(f"vkey {vkey.name}: expected signature type 0x01 or 0x04, found 0x{vkey.sig_type:02x}")
 
 
 # -- notes ------------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -35,28 +34,8 @@ from signoff.audit.entry import (
 from signoff.audit.errors import AuditError, InvalidEntry, NotAllowed, ReviewError, VerificationFailed
 from signoff.audit.keys import verify_signature
 from signoff.audit.value_ledger import ValueLedger
-from signoff.audit.verifier_values import SealedChecks, check_sealed_call
+from signoff.audit.verifier_values import ReviewFacts, SealedChecks, check_sealed_call
 from signoff.audit.verifier_values import small_id as _small
-
-
-@dataclass
-class ReviewFacts:
-    """What the verifier keeps per open review; a settled review is folded away (flat memory)."""
-
-    state: rules.ReviewState
-    frontier: str
-    opened: dict[str, Any] | None  # the projection's data while pending: the call and its policy
-    fixed: tuple[Any, ...]  # projection columns set at opening
-    decided: tuple[Any, ...] = (None, None, None)  # (seq, by, at)
-    executed_seq: int | None = None
-    data_digest: str | None = None  # digest of the projection's data once closed
-    simple: bool = False  # the opening entry took parse_canonical's fast path (no floats, no astral chars)
-    retain_until: str | None = None  # sealed logs: when a retention policy lets its values be erased
-
-    @property
-    def decided_seq(self) -> int | None:
-        seq: int | None = self.decided[0]
-        return seq
 
 
 class Verifier(SealedChecks):

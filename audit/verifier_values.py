@@ -4,11 +4,13 @@
 each entry holds to the ledger (:mod:`.value_ledger`), checks each ``data.erased`` (a sealed log, a done
 review, retention only once its time has passed), and, where the values are at hand, checks again the
 rules that need them (an edit's schema, an auto-approval's rule). :func:`check_sealed_call` holds a
-sealed opening's private values to being commitments.
+sealed opening's private values to being commitments. :class:`ReviewFacts`, what the verifier keeps per
+open review, lives here, below both.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from signoff.audit import rules, sealing, trust, value_ledger
@@ -17,7 +19,26 @@ from signoff.audit.schema import check_args
 
 if TYPE_CHECKING:
     from signoff.audit.value_ledger import ValueLedger
-    from signoff.audit.verifier import ReviewFacts
+
+
+@dataclass
+class ReviewFacts:
+    """What the verifier keeps per open review; a settled review is folded away (flat memory)."""
+
+    state: rules.ReviewState
+    frontier: str
+    opened: dict[str, Any] | None  # the projection's data while pending: the call and its policy
+    fixed: tuple[Any, ...]  # projection columns set at opening
+    decided: tuple[Any, ...] = (None, None, None)  # (seq, by, at)
+    executed_seq: int | None = None
+    data_digest: str | None = None  # digest of the projection's data once closed
+    simple: bool = False  # the opening entry took parse_canonical's fast path (no floats, no astral chars)
+    retain_until: str | None = None  # sealed logs: when a retention policy lets its values be erased
+
+    @property
+    def decided_seq(self) -> int | None:
+        seq: int | None = self.decided[0]
+        return seq
 
 
 class SealedChecks:

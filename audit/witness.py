@@ -1,7 +1,7 @@
 """A c2sp.org/tlog-witness@v1.0.0 witness: parse, verify, compare-and-swap its state, cosign.
 
 It knows nothing of Signoff's reviews: it imports only the C2SP modules, ``keys``, ``merkle``
-and the errors. Run it with ``audit witness serve`` or ``python -m signoff.audit.witness serve``.
+and the errors. Run it with ``audit witness serve`` or ``python -m signoff.audit.cli_witness serve``.
 
 * State per origin (size, root, the latest cosigned checkpoint with the log's verified signatures
   and the witness's cosignature) lives in SQLite (``sqlite:///path.db``, a bare path) or
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -369,9 +368,3 @@ def make_server(
     """A threaded HTTP server for ``witness`` (call ``serve_forever``; port 0 picks a free one)."""
     handler = type("WitnessHandler", (_Handler,), {"witness": witness, "quiet": quiet})
     return _Server((host, port), handler)
-
-
-if __name__ == "__main__":
-    from signoff.audit.cli_witness import main
-
-    sys.exit(main())

@@ -232,17 +232,3 @@ def send_email(endpoint: Endpoint, payload: Mapping[str, Any], timeout: float) -
     except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, TLS failed, connection dropped
         return Outcome(False, retry=True, error=clean(f"{type(exc).__name__}: {exc}", ERROR_CHARS))
     return Outcome(True, status=250)
-
-
-def send(
-    endpoint: Endpoint, payload: Mapping[str, Any], client: httpx.Client, *, timeout: float, attempt: int
-) -> Outcome:
-    if endpoint.kind == "webhook":
-        return send_webhook(endpoint, payload, client, timeout, attempt)
-    if endpoint.kind == "slack":
-        return send_slack(endpoint, payload, client, timeout)
-    if endpoint.kind == "slack-app":  # a review's messages go through SlackApp; this is `desk notify test`
-        from signoff.desk.notify._slack_app import post_test
-
-        return post_test(endpoint, payload, client, timeout)
-    return send_email(endpoint, payload, timeout)

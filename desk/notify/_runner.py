@@ -48,7 +48,7 @@ from signoff.audit.errors import UnknownReview
 from signoff.audit.sealing import Lookup
 from signoff.audit.values import lookup_for
 from signoff.desk.db import engine_url
-from signoff.desk.notify import _channels
+from signoff.desk.notify import _send
 from signoff.desk.notify._endpoints import Endpoint, ensure_cursor, from_row, load
 from signoff.desk.notify._events import REMINDER, Event, ReviewFacts, events_of, payload
 from signoff.desk.notify._reminders import Reminders
@@ -613,9 +613,7 @@ class Notifier:
             elif endpoint.kind == "slack-app":
                 outcome = self._slack.deliver(endpoint, job.event, job.review, timeout=self.options.timeout)
             else:
-                outcome = _channels.send(
-                    endpoint, job.payload, self._client, timeout=self.options.timeout, attempt=attempt
-                )
+                outcome = _send.send(endpoint, job.payload, self._client, timeout=self.options.timeout, attempt=attempt)
             if outcome.skipped:
                 state = "skipped"
             elif outcome.delivered:

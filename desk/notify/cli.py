@@ -376,7 +376,7 @@ def _test(a: argparse.Namespace, endpoint: Any, log_id: str) -> int:
 
     import httpx
 
-    from signoff.desk.notify._channels import send
+    from signoff.desk.notify._send import send
 
     payload = {
         "id": f"{log_id}-test-{secrets.token_hex(4)}",

@@ -20,8 +20,8 @@ from starlette.datastructures import FormData
 from signoff.audit.delegation import Delegation
 from signoff.audit.entry import TIME, format_time
 from signoff.audit.errors import AuditError, InvalidEntry
-from signoff.audit.rules import OBSERVER
 from signoff.desk import passkeys
+from signoff.desk.account import account_ctx
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
@@ -47,34 +47,7 @@ def until_text(value: str) -> str:
     raise InvalidEntry(f"until: expected a date (YYYY-MM-DD) or a time as the log writes it, found {text[:40]!r}")
 
 
-def delegations_ctx(request: Request, desk: Desk, who: SignedIn) -> dict[str, Any]:
-    """What the Account page's Delegations card shows, and what its script signs with."""
-    now = format_time(desk.store.clock())
-    mine = desk.svc.delegations(reviewer=who.reviewer)
-    info = who.info if who.info is not None else desk.svc.reviewer(who.reviewer)
-    rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
-    keys = desk.svc.keys(who.reviewer)
-    others = [r.id for r in desk.svc.reviewers() if r.enabled and r.id != who.reviewer and r.id.startswith("human:")]
-    return {
-        "delegations_in_force": [d for d in mine if d.active(now)],
-        "delegations_past": [d for d in reversed(mine) if not d.active(now)][:10],
-        "lendable": [r for r in (info.roles if info else ()) if r != OBSERVER],
-        "delegates": others,
-        "delegation_data": {
-            "log": desk.store.log_id,
-            "actor": who.reviewer,
-            "sign": {
-                "must": desk.signed_decisions or bool(keys),
-                "rp_id": rp.id,
-                "passkeys": [passkeys.credential_json(p) for p in passkeys.passkeys_of(keys) if p.rp_id == rp.id],
-            },
-        },
-    }
-
-
 def _page(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> HTMLResponse:
-    from signoff.desk.routes.signin import account_ctx
-
     status = int(extra.pop("status", 200))
     return render(request, "account.html", account_ctx(request, desk, who, **extra), status)
 

@@ -17,10 +17,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
-from starlette.datastructures import FormData
 
 from signoff.audit.errors import AuditError, InvalidEntry
-from signoff.audit.proposals import OPS, Proposal
+from signoff.audit.proposals import Proposal
 from signoff.desk import passkeys
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
@@ -28,80 +27,22 @@ from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import ApiReviewer, DeskDep, PageReviewer
 from signoff.desk.errors import classify
 from signoff.desk.models import DecisionSig
-from signoff.desk.scope import review_roles
+from signoff.desk.proposing import conditions_from, may_propose
+from signoff.desk.routes.api import visible
+from signoff.desk.routes.reviews import review_page_response, visible_review
 from signoff.desk.web import me, render
 
 router = APIRouter(include_in_schema=False)
 api = APIRouter(prefix="/api", tags=["api"])
 
-_SCALARS = (str, int, float, bool)
-
-
-def may_propose(desk: Desk, who: SignedIn, review: Any) -> bool:
-    """Whether this reviewer's own roles cover the review's tool (a delegate proposes nothing for others)."""
-    scope = desk.scope(who)
-    return any(scope.covers_own(review.call.tool, role) for role in review_roles(review))
-
-
-def condition_rows(args: dict[str, Any], order: list[str] | None = None) -> list[dict[str, Any]]:
-    """One row per plain argument (in ``order``, the page's), with the condition the form offers first:
-    ends with the domain of an e-mail address, at most a number, or equals a value."""
-    rows = []
-    for name in [*(order or []), *(n for n in args if n not in (order or []))]:
-        if name not in args:
-            continue
-        value = args[name]
-        if not isinstance(value, _SCALARS):
-            continue
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        shown: Any = value
-        if isinstance(value, str) and "@" in value:
-            op, shown = "ends_with", value[value.rindex("@") :]
-        else:
-            op = "at_most" if number else "equals"
-        ops = [o for o in OPS if (o != "at_most" or number) and (o != "ends_with" or isinstance(value, str))]
-        rows.append({"name": name, "op": op, "value": shown, "ops": ops})
-    return rows
-
-
-def _typed(sample: Any, text: str, name: str) -> Any:
-    """A form's text as the type of the argument it constrains (a number for a number, and so on)."""
-    if isinstance(sample, bool):
-        if text not in ("true", "false"):
-            raise InvalidEntry(f"conditions.{name}: expected true or false, found {text!r}")
-        return text == "true"
-    if isinstance(sample, int | float):
-        try:
-            number = float(text)
-        except ValueError:
-            raise InvalidEntry(f"conditions.{name}: expected a number, found {text!r}") from None
-        return int(number) if isinstance(sample, int) and number.is_integer() else number
-    return text
-
-
-def conditions_from(form: FormData, args: dict[str, Any]) -> tuple[list[tuple[str, str, Any]], bool]:
-    """The conditions a reviewer ticked (``cond`` = argument names), and whether the rule is for this agent."""
-    out = []
-    for name in form.getlist("cond"):
-        name = str(name)
-        if name not in args or not isinstance(args[name], _SCALARS):
-            raise InvalidEntry(f"conditions: expected an argument of the call, found {name!r}")
-        op = str(form.get(f"op:{name}", "equals"))
-        out.append((name, op, _typed(args[name], str(form.get(f"value:{name}", "")), name)))
-    return out, form.get("agent") == "on"
-
 
 def _review_page(request: Request, desk: Desk, who: SignedIn, review_id: str, **extra: Any) -> HTMLResponse:
-    from signoff.desk.routes.reviews import review_page_response
-
     return review_page_response(request, desk, who, review_id, **extra)
 
 
 @router.post("/reviews/{review_id}/proposal")
 def draft(request: Request, desk: DeskDep, who: PageReviewer, form: CsrfForm, review_id: str) -> Response:
     """Preview: the proposal the ticked conditions make, as its rule and the policy an admin would sign."""
-    from signoff.desk.routes.reviews import visible_review
-
     review = visible_review(desk, who, review_id)
     try:
         if not may_propose(desk, who, review):
@@ -201,8 +142,6 @@ class ProposeIn(BaseModel):
 def api_draft(desk: DeskDep, who: ApiReviewer, review_id: str, body: DraftIn) -> dict[str, Any]:
     """The ``policy.proposed`` body that allows calls like this one from now on, to sign and send to
     ``POST /api/proposals``; its ``policy.review_when`` is the CEL rule it would make."""
-    from signoff.desk.routes.api import visible
-
     review = visible(desk, who, review_id)
     if not may_propose(desk, who, review):
         raise InvalidEntry(f"proposer: expected a reviewer whose own roles cover {review.call.tool}")

@@ -31,14 +31,14 @@ from signoff.audit.canonical import digest
 from signoff.audit.entry import parse_time
 from signoff.audit.errors import AuditError, UnknownReview
 from signoff.audit.tables import ReviewRow
-from signoff.desk import forms, passkeys, queries, quorum, reveal
+from signoff.desk import forms, passkeys, proposing, queries, quorum, reveal
 from signoff.desk import summary as summaries
 from signoff.desk.auth import SignedIn
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm
 from signoff.desk.deps import DeskDep, PageReviewer
 from signoff.desk.errors import classify, statement_mismatch
-from signoff.desk.routes import decide, proposals
+from signoff.desk.routes import decide
 from signoff.desk.scope import Scope
 from signoff.desk.web import Refused, me, render
 
@@ -177,13 +177,13 @@ def _review_ctx(request: Request, desk: Desk, who: SignedIn, review_id: str) -> 
     prev_id, next_id = _neighbours(desk, scope, review)
     args = quorum.round_args(review)  # what the current round approves: what will run, and what is signed
     summary = summaries.of_review(review)  # what will run (or ran), the proposal struck beside what changed
-    proposing = proposals.may_propose(desk, who, review) and not reveal.withheld(review)
+    may_propose = proposing.may_propose(desk, who, review) and not reveal.withheld(review)
     ran_with = review.final_args if review.final_args is not None else call.args
     return {
         # "Allow calls like this from now on" (desk/routes/proposals.py): for those whose own roles cover it.
-        "may_propose": proposing,
-        "condition_rows": proposals.condition_rows(ran_with, summaries.ordered(ran_with, call.tool_schema))
-        if proposing
+        "may_propose": may_propose,
+        "condition_rows": proposing.condition_rows(ran_with, summaries.ordered(ran_with, call.tool_schema))
+        if may_propose
         else [],
         "proposal_signer": {"log": desk.store.log_id, "actor": who.reviewer, "sign": signing},
         "me": me(desk, who),

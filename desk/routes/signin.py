@@ -14,12 +14,13 @@ from starlette.concurrency import run_in_threadpool
 
 from signoff.audit.errors import AuditError
 from signoff.desk import passkeys, signin_links, sso
-from signoff.desk.auth import SignedIn, SignInRefused, token_hash
+from signoff.desk.account import account_ctx
+from signoff.desk.auth import SignInRefused, token_hash
 from signoff.desk.context import Desk
 from signoff.desk.csrf import CsrfForm, CsrfReviewer, check_sign_in_form
 from signoff.desk.deps import PRE_CSRF_COOKIE, SESSION_COOKIE, DeskDep, DesksDep, PageReviewer
 from signoff.desk.logs import Desks
-from signoff.desk.web import log_context, me, render, safe_next, secure_cookies
+from signoff.desk.web import render, safe_next, secure_cookies
 
 router = APIRouter(include_in_schema=False)
 
@@ -230,26 +231,6 @@ def signout(request: Request, desk: DeskDep, desks: DesksDep, form: CsrfForm) ->
 
 
 # -- account ------------------------------------------------------------------------------
-
-
-def account_ctx(request: Request, desk: Desk, who: SignedIn, **extra: Any) -> dict[str, Any]:
-    from signoff.desk.routes.delegations import delegations_ctx
-
-    rp = passkeys.relying_party(request, desk.rp_id, desk.origin)
-    keys = desk.svc.keys(who.reviewer)
-    return {
-        **log_context(request, desk, who),  # several logs: the page (and its forms) is about one of them
-        **delegations_ctx(request, desk, who),
-        "me": me(desk, who),
-        "csrf": who.csrf,
-        "nav": "account",
-        "tokens": desk.accounts.tokens(who.reviewer),
-        "new_token": None,
-        "passkeys": [k for k in keys if k.passkey is not None],
-        "key_files": [k for k in keys if k.passkey is None],
-        "rp": rp,
-        **extra,
-    }
 
 
 @router.get("/account")

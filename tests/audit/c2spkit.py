@@ -165,10 +165,10 @@ def rfc6962_verify_consistency(m: int, n: int, old_root: bytes, new_root: bytes,
 
 
 class WitnessProcess:
-    """``python -m signoff.audit.witness serve …`` on 127.0.0.1, a free port picked by the server."""
+    """``python -m signoff.audit.cli_witness serve …`` on 127.0.0.1, a free port picked by the server."""
 
     def __init__(self, key: Path, store: str, logs: Sequence[str], log_file: Path) -> None:
-        argv = [PYTHON, "-m", "signoff.audit.witness", "serve", "--key", str(key), "--store", store, "--port", "0"]
+        argv = [PYTHON, "-m", "signoff.audit.cli_witness", "serve", "--key", str(key), "--store", store, "--port", "0"]
         for vkey in logs:
             argv += ["--log", vkey]
         self.log_file = log_file

@@ -24,10 +24,10 @@ from signoff.audit.signed_note import (
     parse_note,
     parse_vkey,
     sign_note,
-    verifier_from_vkey,
     verify_note,
 )
 from signoff.audit.tlog_cosignature import CosignatureVerifier
+from signoff.audit.vkeys import verifier_from_vkey
 
 # signed-note "Verifier keys" / "Example"
 SPEC_VKEY = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"

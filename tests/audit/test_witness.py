@@ -1,6 +1,6 @@
 """The witness program (``audit/witness.py``, ``audit/cli_witness.py``) over real HTTP: every status
 code, the monitoring endpoint, keep-alive and limits on an in-process server; then a real
-``python -m signoff.audit.witness`` subprocess on SQLite and PostgreSQL under concurrent submissions
+``python -m signoff.audit.cli_witness`` subprocess on SQLite and PostgreSQL under concurrent submissions
 that must never roll it back (the race in tlog-witness "add-checkpoint")."""
 
 from __future__ import annotations
@@ -371,7 +371,7 @@ def test_state_survives_a_restart(witness_key: tuple[Path, str], tmp_path: Path)
 def test_module_entry_point_help() -> None:
     import subprocess
 
-    done = subprocess.run([PYTHON, "-m", "signoff.audit.witness", "--help"], capture_output=True, text=True,
+    done = subprocess.run([PYTHON, "-m", "signoff.audit.cli_witness", "--help"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60, env={**os.environ})  # fmt: skip
     assert done.returncode == 0 and "keygen" in done.stdout and "serve" in done.stdout
 

@@ -1,5 +1,5 @@
 """The log vouched for outside the operator (issue 18): C2SP checkpoints pushed to real witnesses
-(``python -m signoff.audit.witness serve`` processes on 127.0.0.1), their cosignatures recorded on the
+(``python -m signoff.audit.cli_witness serve`` processes on 127.0.0.1), their cosignatures recorded on the
 log, and the log verified against the witnesses an auditor trusts. On SQLite and PostgreSQL.
 
 The attacks: a cosignature deleted or forged behind the log's back; a witness down while decisions go

@@ -3,7 +3,7 @@
     python tests/benchmarks/witness_bench.py [--entries 1000000] [--rounds 30] [--seconds 8] [--quick]
 
 Prints one JSON object (progress on stderr). Three real witness processes (``python -m
-signoff.audit.witness serve``) run on 127.0.0.1 throughout.
+signoff.audit.cli_witness serve``) run on 127.0.0.1 throughout.
 
 * **cosigned**: checkpoint → cosigned by the 3 witnesses (``Publisher.publish_once``: the checkpoint
   transaction, three ``add-checkpoint`` round trips with their consistency proofs, the cosignatures
@@ -68,10 +68,10 @@ class WitnessProcs:
         self.urls: list[str] = []
         for name in NAMES:
             key = tmp / f"{name.rsplit('/', 1)[1]}.pem"
-            subprocess.run([sys.executable, "-m", "signoff.audit.witness", "keygen", "--name", name, "--out", str(key)],
-                           check=True, capture_output=True, cwd=ROOT)  # fmt: skip
+            keygen = [sys.executable, "-m", "signoff.audit.cli_witness", "keygen", "--name", name, "--out", str(key)]
+            subprocess.run(keygen, check=True, capture_output=True, cwd=ROOT)
             self.vkeys.append(Path(f"{key}.vkey").read_text().strip())
-            argv = [sys.executable, "-m", "signoff.audit.witness", "serve", "--key", str(key), "--port", "0",
+            argv = [sys.executable, "-m", "signoff.audit.cli_witness", "serve", "--key", str(key), "--port", "0",
                     "--store", str(tmp / f"{key.stem}.db"), "--log", vkey, "--quiet"]  # fmt: skip
             proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             assert proc.stdout is not None
@@ -160,10 +160,11 @@ def bench_witness_rate(tmp: Path, n: int) -> dict[str, Any]:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from signoff.audit.merkle import consistency_proof, leaf_hash, root_from_leaves, verify_consistency
-    from signoff.audit.signed_note import Ed25519Signer, verifier_from_vkey
+    from signoff.audit.signed_note import Ed25519Signer
     from signoff.audit.tlog_checkpoint import Checkpoint, sign_checkpoint
     from signoff.audit.tlog_cosignature import Cosigner
     from signoff.audit.tlog_witness import format_request
+    from signoff.audit.vkeys import verifier_from_vkey
     from signoff.audit.witness import Witness, make_server, open_state
 
     origin = "bench.example/log"

@@ -33,11 +33,11 @@ class WitnessProc:
     def __init__(self, directory: Path, name: str, vkey_of_log: str) -> None:
         key = directory / f"{name.rsplit('/', 1)[1]}.pem"
         subprocess.run(
-            [sys.executable, "-m", "signoff.audit.witness", "keygen", "--name", name, "--out", str(key)],
+            [sys.executable, "-m", "signoff.audit.cli_witness", "keygen", "--name", name, "--out", str(key)],
             check=True, capture_output=True, cwd=ROOT,
         )  # fmt: skip
         self.vkey = Path(f"{key}.vkey").read_text().strip()
-        argv = [sys.executable, "-m", "signoff.audit.witness", "serve", "--key", str(key), "--port", "0"]
+        argv = [sys.executable, "-m", "signoff.audit.cli_witness", "serve", "--key", str(key), "--port", "0"]
         argv += ["--store", str(directory / f"{key.stem}.db"), "--log", vkey_of_log, "--quiet"]
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert self.proc.stdout is not None

@@ -286,8 +286,8 @@ def test_checkpoints_and_proofs_verify_offline(env: Env, client: TestClient) -> 
     assert cp.status_code == 201
     cp = cp.json()
     # A C2SP checkpoint note (c2sp.org/tlog-checkpoint), checked with the log's vkey, saying this size and root.
-    from signoff.audit.signed_note import verifier_from_vkey
     from signoff.audit.tlog_checkpoint import verify_checkpoint
+    from signoff.audit.vkeys import verifier_from_vkey
 
     assert cp["sig"] is None and cp["note"].startswith(env.desk.store.rules.origin + "\n")
     point = verify_checkpoint(cp["note"].encode(), [verifier_from_vkey(cp["vkey"])]).checkpoint

@@ -61,11 +61,11 @@ def test_log_page_badge_checkpoint_and_downloads(env: Env, client: TestClient, t
 
 
 class _Witness:
-    """A real witness process (``python -m signoff.audit.witness serve``) on 127.0.0.1 for this log."""
+    """A real witness process (``python -m signoff.audit.cli_witness serve``) on 127.0.0.1 for this log."""
 
     def __init__(self, directory: Path, name: str, vkey_of_log: str) -> None:
         key = directory / "witness.pem"
-        run = [sys.executable, "-m", "signoff.audit.witness"]
+        run = [sys.executable, "-m", "signoff.audit.cli_witness"]
         subprocess.run([*run, "keygen", "--name", name, "--out", str(key)], check=True, capture_output=True, cwd=ROOT)
         self.vkey = Path(f"{key}.vkey").read_text().strip()
         argv = [*run, "serve", "--key", str(key), "--port", "0", "--store", str(directory / "witness.db")]
