@@ -27,7 +27,7 @@ A run that went back or was cancelled before its pause was answered is recorded 
 
 Over ~400 lines on purpose: one worker whose claim, send, recovery and take-over share its state (its
 claims, orphans, poisoned frontiers and slots), written out in the order they happen; the pure readers
-of a session's events are the functions at the end.
+of a session's events are :mod:`signoff.bridge._session_events`.
 """
 
 from __future__ import annotations
@@ -51,18 +51,23 @@ from prometheus_client import Counter
 from signoff.audit import Frontier, ReviewService, Store
 from signoff.audit.errors import AlreadyResumed, AuditError, FrontierNotReady
 from signoff.bridge._calls import (
-    REQUEST_CONFIRMATION,
     adk_confirmation_id,
     answered_ids,
-    canonical_bytes,
     paused_call_of,
-    response_of,
     resume_message,
 )
 from signoff.bridge._guard import resuming
 from signoff.bridge._lease_keeper import LeaseKeeper
 from signoff.bridge._mapping import RELAYED_EDIT, RUNS, answer_for, relayed_edit
 from signoff.bridge._rewind import RewindWatch, gone, record_gone, rewound_before
+from signoff.bridge._session_events import (
+    answers_stored,
+    final_text,
+    paused_in,
+    ran_on,
+    reply_in,
+    requested_in,
+)
 
 log = logging.getLogger("signoff.bridge")
 RESUME_FAILURES = Counter(
@@ -75,7 +80,6 @@ STALE_RETRY_FIRST = 0.02
 ORPHAN_FIRST_RECHECK = 0.2  # a decided frontier whose pause is not in the session yet: seconds until the next look
 ORPHAN_MAX_RECHECK = 300.0
 PAUSE_RECHECK = 0.02  # a pause whose request is stored and whose last event is not yet: seconds until the next look
-PAUSE_SETTLE_SECONDS = 2.0  # a pause's last event not stored this long after its request: the pausing run died
 MAX_REASON = 1000  # characters of a run.resume_failed reason (an error message can be long)
 
 StepHook = Callable[[str, str], None]
@@ -256,8 +260,8 @@ class Resumer:
             self._orphans.pop(frontier.id, None)
             await asyncio.to_thread(record_gone, self.signoff.reviews, frontier.id, found, self.actor)
             return None
-        if session is None or not _paused_in(session.events, frontier):
-            half = session is not None and _requested_in(session.events, frontier)
+        if session is None or not paused_in(session.events, frontier):
+            half = session is not None and requested_in(session.events, frontier)
             # The plugin opens the reviews in ADK's event callback, just before ADK stores the pause:
             # a decision that fast finds no pause yet, or not all of it, so look again later (backing
             # off). A pause that never reaches the session (the run died in between) leaves nothing to
@@ -479,10 +483,10 @@ class Resumer:
         if not todo:
             if how != "recovered":
                 return None
-            if not _ran_on(session.events, frontier, self.root_name):
+            if not ran_on(session.events, frontier, self.root_name):
                 return await self._drive(frontier, None, how="redriven")
             if not frontier.replied:  # the run ended, and its worker died before run.replied: the session says it
-                reply = _reply_in(session.events, frontier)
+                reply = reply_in(session.events, frontier)
                 if reply:
                     await asyncio.to_thread(self._record_reply, frontier.id, reply)
             return None
@@ -490,7 +494,7 @@ class Resumer:
         if refused:  # the remote would run the unedited args: it is told no, and the log says why
             await asyncio.to_thread(self._fail_relayed, frontier.id, refused)
         answers = [(paused_call_of(r), answer_for(r)) for r in todo]
-        if _answers_stored(session.events, first.invocation, answers):
+        if answers_stored(session.events, first.invocation, answers):
             # The session holds this very answer, unconsumed: the run died after ADK stored it. Driven
             # again with no new message, ADK takes up the stored answer: one answer per pause.
             return await self._drive(frontier, None, how="redriven")
@@ -511,7 +515,7 @@ class Resumer:
                 if count == 0:
                     self._step("sent", frontier.id)
                 count += 1
-                reply = _final_text(event) or reply
+                reply = final_text(event) or reply
                 if self.on_event is not None:
                     self.on_event(event)
         self._step("ran", frontier.id)
@@ -617,114 +621,6 @@ def with_tool_threads(run_config: RunConfig | None, workers: int) -> RunConfig:
     return config.model_copy(update={"tool_thread_pool_config": ToolThreadPoolConfig(max_workers=workers)})
 
 
-def _requested_in(events: list[Event], frontier: Frontier) -> bool:
-    """Whether the session holds the confirmation requests of ``frontier`` (the pause's first part)."""
-    ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
-    invocation = frontier.reviews[0].call.invocation
-    return ids <= {fc.id for ev in events if ev.invocation_id == invocation for fc in ev.get_function_calls()}
-
-
-def _paused_in(events: list[Event], frontier: Frontier, *, now: float | None = None) -> bool:
-    """Whether the session holds the whole pause that ``frontier`` answers: the confirmation requests,
-    and after each the paused call's own function response, the last event the pausing run stores.
-
-    A resume sent before that last event is stored makes ADK refuse the pausing run's append
-    (``StaleSessionError`` for whoever started the run). A request whose response has not followed
-    within ``PAUSE_SETTLE_SECONDS`` (the pausing run died in between) counts as stored all the same.
-    """
-    ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
-    invocation = frontier.reviews[0].call.invocation
-    requests: dict[str, tuple[str, float]] = {}  # confirmation id -> (original call id, when it was stored)
-    responded: set[str] = set()
-    for ev in events:
-        if ev.invocation_id != invocation:
-            continue
-        for fc in ev.get_function_calls():
-            if fc.id in ids:
-                original = (fc.args or {}).get("originalFunctionCall") or {}
-                requests[str(fc.id)] = (
-                    str(original.get("id") or "") if fc.name == REQUEST_CONFIRMATION else "",
-                    ev.timestamp,
-                )
-        if ev.author != "user":
-            responded.update(str(fr.id) for fr in ev.get_function_responses())
-    if not ids <= requests.keys():
-        return False
-    clock = time.time() if now is None else now
-    return all(
-        not original or original in responded or clock - stored >= PAUSE_SETTLE_SECONDS
-        for original, stored in requests.values()
-    )
-
-
-def _ran_on(events: list[Event], frontier: Frontier, root: str = "") -> bool:
-    """Whether the run finished after the message answering ``frontier``: the root agent ended
-    (``end_of_agent``), or an agent gave a final response with something in it (ADK also stores empty
-    events that count as final responses, before a tool has run)."""
-    return any(
-        ev.author != "user"
-        and (
-            (bool(root) and ev.author == root and bool(ev.actions.end_of_agent))
-            or (ev.is_final_response() and bool(ev.content and ev.content.parts))
-        )
-        for ev in events[_answer_at(events, frontier) + 1 :]
-    )
-
-
-def _reply_in(events: list[Event], frontier: Frontier) -> str:
-    """The agent's last final words after the message answering ``frontier`` (what :meth:`Resumer._drive`
-    records as ``run.replied``), as the session stored them; empty if none."""
-    reply = ""
-    for ev in events[_answer_at(events, frontier) + 1 :]:
-        reply = _final_text(ev) or reply
-    return reply
-
-
-def _answer_at(events: list[Event], frontier: Frontier) -> int:
-    """The index of the user event that answers ``frontier``'s pause, or ``len(events)`` if none does."""
-    ids = {adk_confirmation_id(r.call.confirmation_id, r.call.kind) for r in frontier.reviews}
-    invocation = frontier.reviews[0].call.invocation
-    pause = max(
-        (
-            i
-            for i, ev in enumerate(events)
-            if ev.invocation_id == invocation and any(fc.id in ids for fc in ev.get_function_calls())
-        ),
-        default=0,
-    )
-    return next(
-        (
-            i
-            for i in range(pause, len(events))
-            if events[i].author == "user" and any(fr.id in ids for fr in events[i].get_function_responses())
-        ),
-        len(events),
-    )
-
-
-def _answers_stored(events: list[Event], invocation: str, answers: list[tuple[Any, Any]]) -> bool:
-    """Whether the session already holds, after the pause, exactly these answers (the last answer to each
-    call is the one ADK takes up): a resume whose message ADK stored before the run died."""
-    wanted = {call.confirmation_id: canonical_bytes(response_of(answer)) for call, answer in answers}
-    pause = max(
-        (
-            i
-            for i, ev in enumerate(events)
-            if ev.invocation_id == invocation and any(fc.id in wanted for fc in ev.get_function_calls())
-        ),
-        default=-1,
-    )
-    if pause < 0:
-        return False
-    last: dict[str, bytes] = {}
-    for ev in events[pause + 1 :]:
-        if ev.author == "user":
-            for fr in ev.get_function_responses():
-                if fr.id in wanted:
-                    last[str(fr.id)] = canonical_bytes(fr.response)
-    return last == wanted
-
-
 def _done_on_log(frontier: Frontier) -> bool:
     """The log says the run of a claimed frontier went to its end: its reply is recorded, and each of its
     approved calls ran (``tool.executed``) or never will (``run.resume_failed``). Nothing to look at."""
@@ -737,11 +633,3 @@ def _describe(exc: BaseException) -> str:
     """An error as one line (no traceback): its type, unless it is one of ours, and its message."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return text if isinstance(exc, AuditError) and text else f"{type(exc).__name__}: {text}"
-
-
-def _final_text(event: Event) -> str:
-    """The text of an agent's final response (thoughts left out); empty for any other event."""
-    if event.author == "user" or not event.is_final_response():
-        return ""
-    parts = event.content.parts if event.content and event.content.parts else []
-    return "".join(p.text for p in parts if p.text and not p.thought).strip()

@@ -172,7 +172,7 @@ async def test_a_decision_before_the_pause_s_last_event_waits_for_it(
     run's caller got ``StaleSessionError``: 20 of 500 in the scale benchmark). The resumer claims only
     once the response is stored too, or once ``PAUSE_SETTLE_SECONDS`` have passed without it (the
     pausing run died in between: the pause is resumed all the same)."""
-    from signoff.bridge import _resumer
+    from signoff.bridge import _resumer, _session_events
 
     signoff = bridge.Signoff(sqlite_url)
     try:
@@ -212,12 +212,12 @@ async def test_a_decision_before_the_pause_s_last_event_waits_for_it(
         pause = [e for e in looks if e.author != "user"]
         request_at = next(e.timestamp for e in pause if e.long_running_tool_ids)
         frontier = signoff.reviews.frontier(review.frontier)
-        assert _resumer._paused_in(pause, frontier, now=request_at + 0.1)
+        assert _session_events.paused_in(pause, frontier, now=request_at + 0.1)
         half = without_the_response(pause)
-        assert not _resumer._paused_in(half, frontier, now=request_at + 0.1)
-        assert _resumer._paused_in(half, frontier, now=request_at + _resumer.PAUSE_SETTLE_SECONDS)
+        assert not _session_events.paused_in(half, frontier, now=request_at + 0.1)
+        assert _session_events.paused_in(half, frontier, now=request_at + _session_events.PAUSE_SETTLE_SECONDS)
         no_request = [e for e in pause if not e.long_running_tool_ids]
-        assert not _resumer._paused_in(no_request, frontier, now=request_at + 3600)
+        assert not _session_events.paused_in(no_request, frontier, now=request_at + 3600)
         assert_bound(signoff.store)
     finally:
         signoff.close()
