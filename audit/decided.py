@@ -311,6 +311,7 @@ class TrustCache:
 
     log_key: str | None = None  # pinned by the caller, or learnt from entry 0
     checked: dict[int, str] = field(default_factory=dict)  # seq -> hash
+    refused: dict[int, tuple[str, str]] = field(default_factory=dict)  # seq -> (hash, why): proven not to hold
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -442,19 +443,28 @@ def prove_entry(store: LogReader, entry: Entry, cache: TrustCache) -> None:
     """One trust entry that a decision rests on (a ``policy.set``, a ``delegation.granted`` or
     ``.revoked``), as the gate proves it: its link, and its writer's authority and signature under the
     log's chain of keys before it; a delegation granted by anyone but its delegator is an admin's.
-    Raises :class:`DecisionNotProven`; proven once per ``cache`` (entries never change)."""
+    Raises :class:`DecisionNotProven`; proven (or refused) once per ``cache`` and entry bytes (an entry
+    never changes; one edited behind the service's back has another hash and is proven again)."""
     with cache.lock:
         if cache.checked.get(entry.seq) == entry.hash:
             return
-    _check_link(store, entry, cache)
-    _rules, ring, _who = _trust_at(store, entry.seq, entry.actor, cache)
+        known = cache.refused.get(entry.seq)
+    if known is not None and known[0] == entry.hash:
+        raise DecisionNotProven(known[1])
     try:
-        ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)
-        granted_by_other = entry.kind == delegation.GRANTED and entry.actor != entry.body.get("delegator")
-        if granted_by_other and not entry.actor.startswith("admin:"):
-            raise NotAllowed(f"actor: expected the delegator or an admin, found {entry.actor}")
-    except NotAllowed as exc:
-        raise DecisionNotProven(f"{entry.kind} by {entry.actor}: {exc}") from None
+        _check_link(store, entry, cache)
+        _rules, ring, _who = _trust_at(store, entry.seq, entry.actor, cache)
+        try:
+            ring.check(entry.seq, entry.kind, entry.actor, entry.body, entry.sig)
+            granted_by_other = entry.kind == delegation.GRANTED and entry.actor != entry.body.get("delegator")
+            if granted_by_other and not entry.actor.startswith("admin:"):
+                raise NotAllowed(f"actor: expected the delegator or an admin, found {entry.actor}")
+        except NotAllowed as exc:
+            raise DecisionNotProven(f"{entry.kind} by {entry.actor}: {exc}") from None
+    except DecisionNotProven as exc:
+        with cache.lock:
+            cache.refused[entry.seq] = (entry.hash, str(exc))
+        raise
     with cache.lock:
         cache.checked[entry.seq] = entry.hash
 

@@ -69,10 +69,12 @@ class ReviewDelegations(Reviewers):
         for the readers that list (``audit delegations``, the desk) and the policies a review opens under."""
         kept = []
         for entry in found:
+            known = entry.seq in self.trust_cache.refused
             try:
                 prove_entry(self.store, entry, self.trust_cache)
             except DecisionNotProven as exc:
-                log.error("seq %d: %s is not proven, left out: %s", entry.seq, entry.kind, exc)
+                if not known:  # once per entry and service, not on every read
+                    log.error("seq %d: %s is not proven, left out: %s", entry.seq, entry.kind, exc)
                 continue
             kept.append(entry)
         return kept

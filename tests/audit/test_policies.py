@@ -334,7 +334,7 @@ def test_an_auto_approval_under_a_forged_policy_runs_nothing(
 
 @pytest.mark.parametrize("forger", ["reviewer", "no_admin_key"])
 def test_the_write_path_refuses_an_auto_approval_under_a_policy_nobody_could_sign(
-    svc: ReviewService, keys: Keys, store: Store, store_url: str, forger: str
+    svc: ReviewService, keys: Keys, store: Store, store_url: str, forger: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 34 item 7: a lax ``policy.set`` written into the database, signed by a reviewer (alice, with
     her own key) or by a key no admin holds, led to a ``review.auto_approved`` entry. The write path now
@@ -353,6 +353,10 @@ def test_the_write_path_refuses_an_auto_approval_under_a_policy_nobody_could_sig
     assert (opened.policy.name, opened.approvals_needed) == ("four-eyes", 2)  # not the forged lax one
     assert [p.name for p in svc.policies()] == ["four-eyes"] and svc.policy_for("transfer").name == "four-eyes"
     assert _failure(store).seq == bad.seq
+    # Proven not to hold once: said once in the log output, and not proven again on every read.
+    assert svc.trust_cache.refused[bad.seq][0] == bad.hash
+    said = [r.getMessage() for r in caplog.records if "is not proven, left out" in r.getMessage()]
+    assert len(said) == 1 and f"seq {bad.seq}: policy.set is not proven" in said[0], said
 
 
 def test_auto_approval_inputs_must_be_the_calls_own(
