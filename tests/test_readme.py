@@ -49,12 +49,12 @@ VARIABLE: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
     (re.compile(r"\+[0-9a-f]{8}\+[A-Za-z0-9+/]{40,}={0,2}"), "+<keyid>+<key>"),  # a vkey's id and key
     (re.compile(r"\b(ed25519|webauthn):[A-Za-z0-9+/_=-]{16,}"), r"\1:<key>"),
-    (re.compile(r"(Account page\): )[A-Za-z0-9]{12,}"), r"\1<code>"),  # a one-time enrolment code
+    (re.compile(r"(Account page\): )[A-Za-z0-9_-]{16}"), r"\1<code>"),  # an enrolment code: token_urlsafe(12)
     (re.compile(r"signoff-demo-[A-Za-z0-9_]+"), "signoff-demo-<tmp>"),
     (re.compile(r"localhost:\d+"), "localhost:<port>"),
     (re.compile(r"\b(sha256|sealed):[0-9a-f]+"), r"\1:<hex>"),  # a digest, whole or cut short
     (re.compile(r"[0-9a-f]{8,}"), "<hex>"),  # review, frontier, log ids; hashes; trace ids; demo passwords
-    (re.compile(r"\b\d+\.\d{4,}\b"), "<seconds>"),  # a measured wait
+    (re.compile(r"(\.wait = )\d+(?:\.\d+)?"), r"\1<seconds>"),  # a measured wait (1.5, or 1.522739)
     (re.compile(r"\s+"), " "),
 ]
 
