@@ -26,7 +26,7 @@ from signoff import bridge
 from signoff.bridge._resumer import with_tool_threads
 
 CALLS = 4
-SLEEP = 0.4
+SLEEP = 1.0  # long beside a claim and an ADK turn, even on a loaded machine: the calls overlap if they can
 
 
 class Spans:
