@@ -140,7 +140,11 @@ class SQLiteState:
 
 
 class PostgresState:
-    """The witness state in PostgreSQL (psycopg 3); a small pool of connections, one row lock per update."""
+    """The witness state in PostgreSQL (psycopg 3); a small pool of connections, one row lock per update.
+
+    At most ``pool_size`` connections are open at once: a burst of requests (200 clients at once) waits
+    for one rather than opening one each, which the server's ``max_connections`` (100 by default) would
+    refuse with a 500 for some of them. Each update holds the origin's row lock anyway."""
 
     def __init__(self, url: str, pool_size: int = 8) -> None:
         import psycopg
@@ -150,6 +154,7 @@ class PostgresState:
         self.pool_size = pool_size
         self._idle: list[Any] = []
         self._lock = threading.Lock()
+        self._open = threading.BoundedSemaphore(pool_size)  # connections in use or idle, at most pool_size
         with self._connection() as conn, conn.transaction():
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE} (origin TEXT PRIMARY KEY, size BIGINT, root BYTEA, note BYTEA)"
@@ -157,20 +162,21 @@ class PostgresState:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = self._psycopg.connect(self.url, autocommit=True)
-        try:
-            yield conn
-        except BaseException:
-            conn.close()  # its state is unknown: never hand it out again
-            raise
-        with self._lock:
-            if len(self._idle) < self.pool_size and not conn.closed:
-                self._idle.append(conn)
-                return
-        conn.close()
+        with self._open:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = self._psycopg.connect(self.url, autocommit=True)
+            try:
+                yield conn
+            except BaseException:
+                conn.close()  # its state is unknown: never hand it out again
+                raise
+            with self._lock:
+                if not conn.closed:
+                    self._idle.append(conn)
+                    return
+            conn.close()
 
     def update(self, origin: str, step: Step) -> Decision:
         with self._connection() as conn:
