@@ -291,6 +291,18 @@ class Db:
         return data
 
 
+def refused(store: Any, url: str, error: type[Exception], action: Callable[[], Any], *words: str) -> None:
+    """``action`` raises ``error`` (its message holding each of ``words``) and writes nothing at all."""
+    import pytest
+
+    size, before = store.size(), snapshot(url)
+    with pytest.raises(error) as caught:
+        action()
+    assert store.size() == size and snapshot(url) == before, "a refused operation wrote something"
+    for word in words:
+        assert word in str(caught.value), (word, str(caught.value))
+
+
 def snapshot(url: str) -> dict[str, Any]:
     """Every row of every table except the (large) entry bytes: to prove 'nothing written'."""
     out: dict[str, Any] = {}

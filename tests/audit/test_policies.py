@@ -7,12 +7,11 @@ also gets the attack: a forged entry written straight into the database."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from auditkit import AGENT, ALICE, BOB, MALLORY, Db, FakeClock, Keys, call, forge_append, snapshot
+from auditkit import AGENT, ALICE, BOB, MALLORY, Db, FakeClock, Keys, call, forge_append, refused, snapshot
 
 from signoff.audit import ExecutionMismatch, InvalidEntry, NotAllowed, Policy, ReviewService, Store, digest
 from signoff.audit import policies as pol
@@ -47,13 +46,7 @@ def _failure(store: Store) -> VerificationFailed:
     return report.failure
 
 
-def _refused(store: Store, url: str, error: type[Exception], action: Callable[[], Any], *words: str) -> None:
-    size, before = store.size(), snapshot(url)
-    with pytest.raises(error) as caught:
-        action()
-    assert store.size() == size and snapshot(url) == before, "a refused operation wrote something"
-    for word in words:
-        assert word in str(caught.value), (word, str(caught.value))
+_refused = refused
 
 
 def _proof(store: Store, review_id: str) -> Any:
